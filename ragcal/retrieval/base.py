@@ -1,0 +1,54 @@
+"""The result type that every retriever returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["RetrievalResult"]
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """Ranked chunks for one query, best first.
+
+    Attributes
+    ----------
+    retriever : str
+        Name of the retriever; becomes the run tag and the report label.
+    chunk_ids : tuple of str
+        Chunk ids, best first. Empty when nothing matched.
+    scores : ndarray of shape (len(chunk_ids),), dtype float64
+        Scores aligned with ``chunk_ids``, non-increasing.
+    """
+
+    retriever: str
+    chunk_ids: tuple[str, ...]
+    scores: np.ndarray = field(repr=False)
+
+    def __post_init__(self):
+        scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
+        if scores.shape[0] != len(self.chunk_ids):
+            raise ValueError(
+                f"RetrievalResult of {self.retriever!r}: {len(self.chunk_ids)} chunk ids but {scores.shape[0]} scores"
+            )
+        scores.setflags(write=False)
+        object.__setattr__(self, "chunk_ids", tuple(self.chunk_ids))
+        object.__setattr__(self, "scores", scores)
+
+    def __len__(self) -> int:
+        return len(self.chunk_ids)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the retriever matched nothing."""
+        return len(self.chunk_ids) == 0
+
+    def score_at(self, rank: int) -> float:
+        """Score at 1-based ``rank``; NaN when the list is shorter."""
+        return float(self.scores[rank - 1]) if rank <= len(self.scores) else float("nan")
+
+    def doc_paths(self) -> list[str]:
+        """Document path of each chunk (the part of the id before ``#``)."""
+        return [chunk_id.rsplit("#", 1)[0] for chunk_id in self.chunk_ids]

@@ -1,0 +1,86 @@
+"""BM25 retrieval with rank-bm25 (Okapi BM25, k1=1.5, b=0.75).
+
+Tokenizer: lower-case, then every maximal run of letters, digits and
+underscores is a token (``response_model`` stays one token, ``/items/{id}``
+gives ``items`` and ``id``). The ``"stopwords"`` variant also drops
+scikit-learn's English stop-word list (318 words).
+
+A chunk is *matched* when it contains at least one query token. Only matched
+chunks are returned, so a result is empty when no query token occurs anywhere
+in the corpus, which is how BM25 reports "nothing matched".
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import numpy as np
+from rank_bm25 import BM25Okapi
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from .base import RetrievalResult
+
+__all__ = ["BM25Retriever", "tokenize", "TOKENIZERS"]
+
+_WORD = re.compile(r"\w+")
+
+#: Names accepted by :func:`tokenize` and :class:`BM25Retriever`.
+TOKENIZERS = ("raw", "stopwords")
+
+
+def tokenize(text: str, *, variant: str = "raw") -> list[str]:
+    """Split text into BM25 tokens; see the module docstring."""
+    if variant not in TOKENIZERS:
+        raise ValueError(f"The 'variant' parameter of tokenize must be one of {TOKENIZERS}. Got {variant!r} instead.")
+    tokens = _WORD.findall(text.lower())
+    if variant == "stopwords":
+        tokens = [token for token in tokens if token not in ENGLISH_STOP_WORDS]
+    return tokens
+
+
+class BM25Retriever:
+    """Okapi BM25 over chunk texts.
+
+    Parameters
+    ----------
+    chunk_ids : sequence of str
+    texts : sequence of str
+    variant : {"raw", "stopwords"}, default="raw"
+    name : str, default=None
+        Defaults to ``"bm25_<variant>"``.
+    """
+
+    def __init__(self, chunk_ids, texts, *, variant: str = "raw", name: str | None = None):
+        if len(chunk_ids) != len(texts):
+            raise ValueError(f"{len(chunk_ids)} chunk ids but {len(texts)} texts")
+        if not len(texts):
+            raise ValueError("BM25Retriever needs at least one text")
+        self.chunk_ids = list(chunk_ids)
+        self.variant = variant
+        self.name = name or f"bm25_{variant}"
+        corpus_tokens = [tokenize(text, variant=variant) for text in texts]
+        # rank-bm25 divides by the average document length; keep it positive.
+        self.bm25 = BM25Okapi([tokens or [""] for tokens in corpus_tokens])
+        postings: dict[str, list[int]] = defaultdict(list)
+        for position, tokens in enumerate(corpus_tokens):
+            for token in set(tokens):
+                postings[token].append(position)
+        self._postings = {token: np.asarray(positions) for token, positions in postings.items()}
+
+    @classmethod
+    def from_chunks(cls, chunks, *, variant: str = "raw", name: str | None = None) -> "BM25Retriever":
+        return cls([chunk.chunk_id for chunk in chunks], [chunk.text for chunk in chunks], variant=variant, name=name)
+
+    def search_one(self, query: str, *, k: int = 100) -> RetrievalResult:
+        tokens = [token for token in tokenize(query, variant=self.variant) if token in self._postings]
+        if not tokens:
+            return RetrievalResult(self.name, (), np.empty(0))
+        matched = np.unique(np.concatenate([self._postings[token] for token in tokens]))
+        scores = np.asarray(self.bm25.get_batch_scores(tokens, matched.tolist()), dtype=np.float64)
+        order = np.argsort(-scores, kind="stable")[:k]  # ties keep corpus order
+        return RetrievalResult(self.name, tuple(self.chunk_ids[matched[i]] for i in order), scores[order])
+
+    def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
+        """Top ``k`` matched chunks per query; empty when nothing matched."""
+        return [self.search_one(query, k=k) for query in queries]

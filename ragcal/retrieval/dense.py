@@ -1,0 +1,63 @@
+"""Dense retrieval: exact cosine search with faiss ``IndexFlatIP``."""
+
+from __future__ import annotations
+
+import faiss
+import numpy as np
+
+from .base import RetrievalResult
+
+__all__ = ["DenseRetriever"]
+
+
+class DenseRetriever:
+    """Exact inner-product search over L2-normalised embeddings (= cosine).
+
+    Parameters
+    ----------
+    chunk_ids : sequence of str
+    embeddings : ndarray of shape (n_chunks, dim)
+        L2-normalised rows, e.g. from :meth:`ragcal.embedding.Embedder.encode`.
+    embedder : Embedder, default=None
+        Used by :meth:`search` to embed query strings.
+    name : str, default="dense"
+    """
+
+    def __init__(self, chunk_ids, embeddings, *, embedder=None, name: str = "dense"):
+        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        if embeddings.ndim != 2 or embeddings.shape[0] != len(chunk_ids):
+            raise ValueError(f"embeddings must have shape ({len(chunk_ids)}, dim); got {embeddings.shape}")
+        self.chunk_ids = list(chunk_ids)
+        self.embedder = embedder
+        self.name = name
+        self.index = faiss.IndexFlatIP(embeddings.shape[1])
+        self.index.add(embeddings)
+
+    @classmethod
+    def from_chunks(cls, chunks, embedder, *, name: str = "dense") -> "DenseRetriever":
+        """Embed ``chunk.text`` of every chunk (through the cache) and index it."""
+        embeddings = embedder.encode([chunk.text for chunk in chunks])
+        return cls([chunk.chunk_id for chunk in chunks], embeddings, embedder=embedder, name=name)
+
+    def search_vectors(self, query_vectors, *, k: int = 100) -> list[RetrievalResult]:
+        """Top ``k`` chunks for each row of ``query_vectors`` (L2-normalised)."""
+        query_vectors = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
+        k = min(k, len(self.chunk_ids))
+        if k == 0 or query_vectors.shape[0] == 0:
+            return [RetrievalResult(self.name, (), np.empty(0)) for _ in range(query_vectors.shape[0])]
+        scores, indices = self.index.search(query_vectors, k)
+        results = []
+        for row_scores, row_indices in zip(scores, indices):
+            keep = row_indices >= 0
+            results.append(RetrievalResult(
+                self.name,
+                tuple(self.chunk_ids[i] for i in row_indices[keep]),
+                row_scores[keep],
+            ))
+        return results
+
+    def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
+        """Embed query strings with the embedder and search."""
+        if self.embedder is None:
+            raise ValueError("DenseRetriever.search needs an embedder; use search_vectors for raw vectors")
+        return self.search_vectors(self.embedder.encode(list(queries), show_progress_bar=False), k=k)

@@ -1,0 +1,201 @@
+"""From a corpus and labeled queries to the score table and TREC run files.
+
+::
+
+    index = build_index("data/corpora/fastapi/docs")
+    queries = load_queries("data/queries/starter.csv", corpus_paths=index.doc_paths)
+    retrieved = index.retrieve(queries["query"])
+    table = score_table(queries, retrieved)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from . import __version__
+from ._io import atomic_write_text
+from .chunking import chunk_by_headings, chunk_fixed_size
+from .corpus import load_corpus
+from .datasets import default_exclude
+from .embedding import DEFAULT_MODEL, Embedder
+from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
+from .signals import SIGNALS, compute_signals
+
+__all__ = ["RetrievalIndex", "build_index", "score_table", "write_trec_run", "write_trec_runs", "SCORE_KEY_COLUMNS"]
+
+#: The columns of a score table that are not signals.
+SCORE_KEY_COLUMNS = ("id", "query", "answerable", "slice")
+CHUNKERS = ("headings", "fixed")
+
+
+@dataclass
+class RetrievalIndex:
+    """Chunks of a corpus with a dense and two BM25 retrievers over them.
+
+    Attributes
+    ----------
+    chunks : list of Chunk
+    dense : DenseRetriever
+    bm25 : dict of str to BM25Retriever
+        ``{"bm25_raw": ..., "bm25_stopwords": ...}``.
+    fuse : tuple of str
+        Retrievers whose lists reciprocal rank fusion merges into ``"rrf"``.
+    config : dict
+        Everything the scores depend on: model fingerprint, chunker and its
+        parameters, corpus digest. Written next to every output.
+    """
+
+    chunks: list
+    dense: DenseRetriever
+    bm25: dict
+    fuse: tuple = ("dense", "bm25_stopwords")
+    config: dict = field(default_factory=dict)
+
+    @property
+    def doc_paths(self) -> set[str]:
+        return {chunk.doc_path for chunk in self.chunks} | set(self.config.get("documents", ()))
+
+    @property
+    def retriever_names(self) -> tuple[str, ...]:
+        return ("dense", *self.bm25, "rrf")
+
+    def retrieve(self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50) -> dict[str, list]:
+        """Run every retriever on every query.
+
+        Returns
+        -------
+        dict of str to list of RetrievalResult
+            ``{retriever name: [result of query 0, query 1, ...]}`` for
+            ``dense``, ``bm25_raw``, ``bm25_stopwords`` and ``rrf``.
+        """
+        queries = [str(query) for query in queries]
+        retrieved = {"dense": self.dense.search(queries, k=depth)}
+        for name, retriever in self.bm25.items():
+            retrieved[name] = retriever.search(queries, k=depth)
+        retrieved["rrf"] = [
+            reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
+            for position in range(len(queries))
+        ]
+        return retrieved
+
+
+def build_index(corpus_dir, *, model: str = DEFAULT_MODEL, chunker: str = "headings", max_tokens: int = 256,
+                window: int = 500, expand_includes: bool = True, exclude=None, cache_dir=None,
+                use_cache: bool = True, embedder: Embedder | None = None) -> RetrievalIndex:
+    """Load, chunk, embed (through the cache) and index a Markdown folder.
+
+    Parameters
+    ----------
+    corpus_dir : str or Path
+    model : str, default=DEFAULT_MODEL
+    chunker : {"headings", "fixed"}, default="headings"
+    max_tokens : int, default=256
+        Limit of the heading-aware chunker.
+    window : int, default=500
+        Window of the fixed-size chunker.
+    expand_includes : bool, default=True
+    exclude : tuple of str, default=None
+        Pages to leave out; None means :func:`ragcal.datasets.default_exclude`.
+    cache_dir, use_cache
+        Passed to :class:`ragcal.embedding.Embedder`.
+    embedder : Embedder, default=None
+        A ready embedder; overrides ``model``, ``cache_dir`` and ``use_cache``.
+    """
+    if chunker not in CHUNKERS:
+        raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
+    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
+    documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
+    if chunker == "headings":
+        chunks = chunk_by_headings(documents, max_tokens=max_tokens)
+        chunking = {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
+    else:
+        chunks = chunk_fixed_size(documents, size=window)
+        chunking = {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
+    if not chunks:
+        raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
+    embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
+    dense = DenseRetriever.from_chunks(chunks, embedder)
+    bm25 = {f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")}
+    corpus_digest = hashlib.sha256("\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()).hexdigest()
+    config = {
+        "ragcal_version": __version__,
+        "corpus": str(corpus_dir),
+        "documents": sorted(document.path for document in documents),
+        "excluded": list(exclude),
+        "n_chunks": len(chunks),
+        "chunks_sha256": corpus_digest,
+        "model": embedder.spec.name,
+        "model_fingerprint": embedder.fingerprint,
+        **chunking,
+    }
+    return RetrievalIndex(chunks, dense, bm25, config=config)
+
+
+def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.DataFrame:
+    """One row per query, one column per signal.
+
+    Parameters
+    ----------
+    queries : DataFrame
+        With at least ``id, query, answerable, slice`` (see
+        :func:`ragcal.queries.load_queries`), in the order the queries were
+        retrieved.
+    retrieved : dict of str to list of RetrievalResult
+        As returned by :meth:`RetrievalIndex.retrieve`.
+    signals : list of str, default=None
+        Signal names; all registered signals when None.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``id, query, answerable, slice`` and then one float column per
+        signal, in registry order.
+    """
+    names = list(signals) if signals is not None else list(SIGNALS)
+    rows = []
+    for position in range(len(queries)):
+        results = {retriever: per_query[position] for retriever, per_query in retrieved.items()}
+        rows.append(compute_signals(results, names))
+    table = queries[list(SCORE_KEY_COLUMNS)].reset_index(drop=True)
+    return pd.concat([table, pd.DataFrame(rows, columns=names, dtype="float64")], axis=1)
+
+
+def format_trec_run(query_ids, results, *, tag: str | None = None) -> str:
+    """TREC run text (``qid Q0 docid rank score tag``), ranks from 1."""
+    lines = []
+    for query_id, result in zip(query_ids, results):
+        run_tag = tag or result.retriever
+        for rank, (chunk_id, score) in enumerate(zip(result.chunk_ids, result.scores), start=1):
+            if any(character.isspace() for character in chunk_id + str(query_id)):
+                raise ValueError(f"TREC runs cannot hold ids with white space: {query_id!r} / {chunk_id!r}")
+            lines.append(f"{query_id} Q0 {chunk_id} {rank} {score:.6f} {run_tag}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_trec_run(path, query_ids, results, *, tag: str | None = None) -> Path:
+    """Write one retriever's results as a TREC run file (atomically)."""
+    return atomic_write_text(path, format_trec_run(query_ids, results, tag=tag))
+
+
+def write_trec_runs(folder, query_ids, retrieved: dict, *, config: dict | None = None) -> list[Path]:
+    """Write ``<folder>/<retriever>.run`` for each retriever, plus ``meta.json``."""
+    folder = Path(folder)
+    texts = {name: format_trec_run(query_ids, results) for name, results in retrieved.items()}
+    paths = [atomic_write_text(folder / f"{name}.run", text) for name, text in texts.items()]
+    if config is not None:
+        paths.append(atomic_write_text(folder / "meta.json", json.dumps(config, indent=2) + "\n"))
+    return paths
+
+
+def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) -> Path:
+    """Write the score table as CSV and its provenance as ``<name>.meta.json``."""
+    path = Path(path)
+    atomic_write_text(path, table.to_csv(index=False, float_format="%.6f"))
+    if config is not None:
+        atomic_write_text(path.with_name(path.stem + ".meta.json"), json.dumps(config, indent=2) + "\n")
+    return path
