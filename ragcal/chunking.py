@@ -184,7 +184,7 @@ def _parse_blocks(text: str) -> list[_Block]:
             end, kind = index + 1, "paragraph"
             while end < len(lines) and lines[end].strip() and not _starts_block(lines[end]):
                 end += 1
-        blocks.append(_Block(kind, "\n".join(lines[index:end]).strip("\n")))
+        blocks.append(_Block(kind, "\n".join(lines[index:end]).strip("\n").rstrip()))
         index = end
     return blocks
 

@@ -179,8 +179,11 @@ def load_corpus(folder, *, expand_includes: bool = True, include_root=None,
     root = Path(folder)
     if not root.is_dir():
         raise CorpusError(f"{root}: corpus folder does not exist or is not a directory")
+    if not any(root.iterdir()):
+        raise CorpusError(f"{root}: folder is empty, no Markdown (*.md) files to load")
+    excluded = set(exclude)
     paths = sorted(path for path in root.rglob("*.md") if path.is_file())
-    paths = [path for path in paths if path.relative_to(root).as_posix() not in set(exclude)]
+    paths = [path for path in paths if path.relative_to(root).as_posix() not in excluded]
     if not paths:
         raise CorpusError(f"{root}: no Markdown (*.md) files found")
     include_root = Path(include_root) if include_root is not None else root.parent

@@ -1,0 +1,43 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragcal.datasets import FASTAPI_CORPUS
+from ragcal.embedding import Embedder
+
+# Pages copied into the small end-to-end corpus; the queries in tests refer to them.
+SLICE_PAGES = (
+    "advanced/response-cookies.md",
+    "tutorial/cors.md",
+    "tutorial/background-tasks.md",
+    "tutorial/request-files.md",
+    "tutorial/index.md",
+    "tutorial/security/index.md",
+    "tutorial/security/get-current-user.md",
+    "deployment/docker.md",
+)
+
+
+@pytest.fixture(scope="session")
+def fastapi_slice(tmp_path_factory) -> Path:
+    """A copy of a few FastAPI pages plus the docs_src they include."""
+    root = tmp_path_factory.mktemp("fastapi_slice")
+    for page in SLICE_PAGES:
+        target = root / "docs" / page
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FASTAPI_CORPUS / page, target)
+    shutil.copytree(FASTAPI_CORPUS.parent / "docs_src", root / "docs_src")
+    return root / "docs"
+
+
+@pytest.fixture(scope="session")
+def embedder(tmp_path_factory) -> Embedder:
+    """The real default model with a cache private to this test session."""
+    return Embedder(cache_dir=tmp_path_factory.mktemp("embedding_cache"))
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
