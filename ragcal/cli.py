@@ -1,6 +1,8 @@
 """The ``ragcal`` command.
 
 - ``ragcal score QUERIES.csv [--corpus DIR] --out scores.csv [--runs DIR]``
+- ``ragcal evaluate QUERIES.csv --runs DIR --out retrieval.csv``: retrieval
+  metrics with intervals from TREC run files
 - ``ragcal reproduce [--results DIR]``: the main job of the README.
 """
 
@@ -11,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .corpus import CorpusError
-from .datasets import FASTAPI_CORPUS, STARTER_QUERIES
+from .datasets import FASTAPI_CORPUS
 from .embedding import DEFAULT_MODEL
 from .queries import QueryFileError
 
@@ -79,9 +81,16 @@ def main(argv=None) -> int:
     score.add_argument("--runs", type=Path, default=None, help="folder for TREC run files, one per retriever")
     _add_index_options(score)
 
+    evaluate = commands.add_parser("evaluate", help="retrieval metrics (page level, with intervals) from TREC runs")
+    evaluate.add_argument("queries", type=Path, help="labeled query CSV with gold pages")
+    evaluate.add_argument("--runs", type=Path, required=True, help="folder of *.run files (from ragcal score --runs)")
+    evaluate.add_argument("--out", type=Path, required=True, help="CSV to write")
+    evaluate.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    evaluate.add_argument("--seed", type=int, default=0)
+
     reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
-    _add_index_options(reproduce)
+    reproduce.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
 
     args = parser.parse_args(argv)
     try:
@@ -89,12 +98,22 @@ def main(argv=None) -> int:
             table = _score(args.queries, args.out, args.runs, args)
             print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals)")
             _print_slice_summary(table)
+        elif args.command == "evaluate":
+            from ._io import atomic_write_text
+            from .queries import load_queries
+            from .reproduce import evaluate_runs
+
+            table = evaluate_runs(args.runs, load_queries(args.queries), n_resamples=args.resamples,
+                                  random_state=args.seed)
+            atomic_write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
+            print(table.to_string(index=False, float_format=lambda value: f"{value:.3f}"))
         elif args.command == "reproduce":
-            out = args.results / "starter_scores.csv"
-            table = _score(STARTER_QUERIES, out, args.results / "runs" / "starter", args)
-            print(f"wrote {out} and TREC runs in {args.results / 'runs' / 'starter'}")
-            _print_slice_summary(table)
-    except (QueryFileError, CorpusError) as error:
+            from .embedding import Embedder
+            from .reproduce import reproduce
+
+            tables = reproduce(args.results, embedder=Embedder(cache_dir=args.cache_dir))
+            _print_slice_summary(tables["scores"])
+    except (QueryFileError, CorpusError, ValueError) as error:
         print(f"ragcal: error: {error}", file=sys.stderr)
         return 2
     return 0
