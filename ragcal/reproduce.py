@@ -6,7 +6,9 @@ Steps, each writing its own files:
 2. retrieval metrics per retriever, computed from the run files;
 3. chunking comparison: heading-aware with and without include expansion,
    and fixed 500-token windows;
-4. ``summary.md`` with the numbers and their intervals.
+4. calibration: score statistics per slice, AUC per signal, sweeps, threshold
+   rules and held-out outcomes over repeated splits;
+5. ``summary.md`` with the numbers, their intervals and the published ones.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from .embedding import Embedder
 from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics, read_trec_run, retrieval_metrics
 from .queries import load_queries
+from .calibration import fit_threshold, heldout_outcomes, published_split
+from .metrics import auc_table, group_stats, outcome_table, sweep
+from .report import (
+    HELDOUT_RULES, auc_section, empty_section, group_stats_section, heldout_section, rule_of_thumb_section, sweep_section,
+)
 from .scoring import build_index, score_table, write_score_table, write_trec_runs
+from .signals import SIGNALS
 
 __all__ = ["CHUNKING_VARIANTS", "evaluate_runs", "compare_chunking", "reproduce"]
 
@@ -203,6 +211,8 @@ def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir
     atomic_write_text(results_dir / "chunking.csv", chunking.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'chunking.csv'}")
 
+    calibration = calibrate(table, results_dir, log=log)
+
     counts = queries["slice"].value_counts()
     summary = "\n".join([
         "# Results",
@@ -214,6 +224,15 @@ def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir
         "",
         "Intervals are 95% percentile bootstrap intervals over queries (2,000 resamples, seed 0).",
         "",
+        "## Score statistics per slice",
+        "",
+        group_stats_section(calibration["group_stats"]),
+        empty_section(calibration["group_stats"]),
+        auc_section(calibration["auc"]),
+        sweep_section(calibration["published_sweep"]),
+        heldout_section(calibration["published_split"], calibration["heldout"],
+                        total_answerable=int(table["answerable"].sum())),
+        rule_of_thumb_section(calibration["thresholds"]),
         "## Retrieval (page level, answerable queries only)",
         "",
         _format_retrieval(retrieval),
@@ -233,4 +252,33 @@ def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir
     ])
     atomic_write_text(results_dir / "summary.md", summary)
     log(f"wrote {results_dir / 'summary.md'}")
-    return {"scores": table, "retrieval": retrieval, "chunking": chunking, "hardest": hardest}
+    return {"scores": table, "retrieval": retrieval, "chunking": chunking, "hardest": hardest, **calibration}
+
+
+def calibrate(table: pd.DataFrame, results_dir, *, signal: str = "dense_top1", n_splits: int = 1000,
+              rules=HELDOUT_RULES, log=print) -> dict:
+    """Calibration tables for a score table; writes group_stats, auc, sweep and heldout CSVs."""
+    results_dir = Path(results_dir)
+    directions = {name: SIGNALS[name].higher_is_answerable for name in SIGNALS if name in table.columns}
+    signals = [name for name in table.columns if name in directions]
+    stats = group_stats(table, signals)
+    aucs = auc_table(table, signals, directions=directions)
+    sweeps = pd.concat([sweep(table, name, higher_is_answerable=directions[name]) for name in signals],
+                       ignore_index=True)
+    heldout = heldout_outcomes(table, signal, rules, n_splits=n_splits)
+    thresholds = pd.DataFrame([
+        {"rule": rule, "threshold": fit_threshold(rule, table[signal], table["answerable"])} for rule in rules
+    ])
+    tables = {
+        "group_stats": stats,
+        "auc": aucs,
+        "sweep": sweeps,
+        "heldout": heldout,
+        "thresholds": thresholds,
+        "published_sweep": outcome_table(table, signal, np.round(np.arange(0.30, 0.551, 0.05), 2)),
+        "published_split": published_split(table, signal),
+    }
+    for name in ("group_stats", "auc", "sweep", "heldout", "thresholds"):
+        atomic_write_text(results_dir / f"{name}.csv", tables[name].to_csv(index=False, float_format="%.4f"))
+        log(f"wrote {results_dir / name}.csv")
+    return tables

@@ -1,0 +1,301 @@
+r"""Where to put the threshold, and how it holds up on questions it was not tuned on.
+
+Convention: a query is **answered** when its score clears the threshold
+(``score >= threshold`` for signals where higher means answerable, ``score <=
+threshold`` otherwise) and **refused** otherwise. ``-inf`` answers everything,
+``+inf`` refuses everything (for the usual orientation).
+
+Threshold rules
+---------------
+Each rule is a function of calibration scores in the "higher is answerable"
+orientation; :func:`fit_threshold` handles orientation and parses rule keys
+such as ``"keep@0.95"`` in one place (:data:`RULES` lists them).
+
+``keep@p`` (the published rule)
+    The highest threshold that keeps at least a share ``p`` of the answerable
+    calibration questions. ``keep@1.0`` is "just under the lowest answerable
+    score".
+
+``recall_guarantee@r`` (finite-sample guarantee, with ``delta``)
+    Let :math:`s_{(1)} \le \dots \le s_{(n)}` be the sorted answerable
+    calibration scores and take :math:`t = s_{(k)}`. A future answerable query
+    with score :math:`S` (exchangeable with the calibration ones) is refused when
+    :math:`S < s_{(k)}`, so the miss rate is :math:`F(s_{(k)}^-) \le U_{(k)}`,
+    the k-th order statistic of n uniforms, :math:`U_{(k)} \sim
+    \mathrm{Beta}(k, n-k+1)`. Hence
+
+    .. math:: P(\text{recall} < r) \le P(U_{(k)} > 1-r) = P(\mathrm{Bin}(n, 1-r) < k).
+
+    The rule takes the largest k with :math:`P(\mathrm{Bin}(n, 1-r) \le k-1) \le
+    \delta`, so that with probability at least :math:`1-\delta` over the draw of
+    the calibration set, recall on future answerable questions is at least r.
+    This is the split-conformal / Learn-then-Test bound for a monotone risk.
+    Ties only make it conservative. When even k = 1 fails (n too small:
+    :math:`(1-(1-r))^n > \delta`, i.e. :math:`n < \log\delta / \log r`), the
+    only safe threshold is ``-inf`` and a :class:`CalibrationWarning` says so.
+
+``false_answer_guarantee@a`` (the symmetric bound, with ``delta``)
+    Bounds the share of unanswerable questions that get answered. With the
+    unanswerable calibration scores sorted from the top, :math:`u_{[1]} \ge
+    u_{[2]} \ge \dots`, answering only strictly above :math:`u_{[j]}` gives a
+    false-answer rate :math:`1 - F(u_{[j]}) \le \mathrm{Beta}(j, m-j+1)`, so the
+    rule takes the largest j with :math:`P(\mathrm{Bin}(m, a) \le j-1) \le
+    \delta` (the lowest threshold that still guarantees, with probability
+    :math:`1-\delta`, that at most a share a of future unanswerable questions
+    are answered). Too few calibration questions give ``+inf`` (refuse all).
+
+``min_cost@c``
+    Refusing an answerable question costs 1, answering an unanswerable one
+    costs c ("trust is asymmetric": seed 001). The rule picks the candidate
+    threshold (every distinct calibration score, plus "answer all") with the
+    lowest total cost on the calibration set; among equal costs, the highest
+    threshold. No guarantee: it is an empirical optimum.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binom
+
+from .metrics import unanswerable_slices, outcome_table, slice_column
+
+__all__ = [
+    "CalibrationWarning",
+    "RULES",
+    "parse_rule",
+    "threshold_keep_share",
+    "threshold_recall_guarantee",
+    "threshold_false_answer_guarantee",
+    "threshold_min_cost",
+    "fit_threshold",
+    "split_by_slice",
+    "heldout_outcomes",
+    "published_split",
+]
+
+
+class CalibrationWarning(UserWarning):
+    """A rule could not be met with the data given; the fallback is named in the message."""
+
+
+def _finite_sorted(scores) -> np.ndarray:
+    scores = np.asarray(scores, dtype=float)
+    return np.sort(scores[~np.isnan(scores)])
+
+
+def threshold_keep_share(answerable_scores, *, keep: float = 1.0) -> float:
+    """Highest threshold keeping at least a share ``keep`` of ``answerable_scores``.
+
+    Examples
+    --------
+    >>> threshold_keep_share([0.4, 0.5, 0.6, 0.7], keep=0.75)
+    0.5
+    """
+    _check_share("keep", keep, "threshold_keep_share")
+    scores = _finite_sorted(answerable_scores)
+    if scores.size == 0:
+        raise ValueError("threshold_keep_share needs at least one answerable score")
+    # Keeping s >= scores[i] keeps at least n - i questions; need n - i >= keep * n.
+    index = scores.size - math.ceil(keep * scores.size - 1e-12)
+    return float(scores[max(index, 0)])
+
+
+def threshold_recall_guarantee(answerable_scores, *, target: float = 0.95, delta: float = 0.1) -> float:
+    """Threshold with P(recall on future answerable questions >= target) >= 1 - delta.
+
+    See the module docstring for the derivation.
+    """
+    _check_share("target", target, "threshold_recall_guarantee")
+    _check_share("delta", delta, "threshold_recall_guarantee", open_right=True)
+    scores = _finite_sorted(answerable_scores)
+    n = scores.size
+    k = np.arange(1, n + 1)
+    # P(Bin(n, 1 - target) <= k - 1) is the probability that recall falls short with t = s_(k).
+    feasible = np.nonzero(binom.cdf(k - 1, n, 1 - target) <= delta)[0]
+    if feasible.size == 0:
+        warnings.warn(
+            f"threshold_recall_guarantee: {n} answerable calibration scores cannot guarantee recall >= {target} "
+            f"with confidence {1 - delta}; returning -inf (answer everything)", CalibrationWarning, stacklevel=2)
+        return -math.inf
+    return float(scores[feasible[-1]])
+
+
+def threshold_false_answer_guarantee(unanswerable_scores, *, alpha: float = 0.1, delta: float = 0.1) -> float:
+    """Threshold with P(share of future unanswerable questions answered <= alpha) >= 1 - delta.
+
+    See the module docstring for the derivation. The threshold is just above
+    an unanswerable calibration score (``numpy.nextafter``), so that ``score >=
+    threshold`` means strictly above it.
+    """
+    _check_share("alpha", alpha, "threshold_false_answer_guarantee", open_right=True)
+    _check_share("delta", delta, "threshold_false_answer_guarantee", open_right=True)
+    descending = _finite_sorted(unanswerable_scores)[::-1]
+    m = descending.size
+    j = np.arange(1, m + 1)
+    feasible = np.nonzero(binom.cdf(j - 1, m, alpha) <= delta)[0]
+    if feasible.size == 0:
+        warnings.warn(
+            f"threshold_false_answer_guarantee: {m} unanswerable calibration scores cannot guarantee a false-answer "
+            f"rate <= {alpha} with confidence {1 - delta}; returning +inf (refuse everything)",
+            CalibrationWarning, stacklevel=2)
+        return math.inf
+    return float(np.nextafter(descending[feasible[-1]], math.inf))
+
+
+def threshold_min_cost(scores, answerable, *, cost_answer_unanswerable: float = 5.0,
+                       cost_refuse_answerable: float = 1.0) -> float:
+    """Threshold with the lowest calibration cost; ties go to the highest threshold."""
+    if cost_answer_unanswerable < 0 or cost_refuse_answerable < 0:
+        raise ValueError("threshold_min_cost: costs must be non-negative")
+    scores = np.asarray(scores, dtype=float)
+    answerable = np.asarray(answerable, dtype=bool)
+    finite = ~np.isnan(scores)
+    scores, answerable = scores[finite], answerable[finite]
+    candidates = np.concatenate([[-math.inf], np.unique(scores)])
+    positives, negatives = np.sort(scores[answerable]), np.sort(scores[~answerable])
+    refused_answerable = np.searchsorted(positives, candidates, side="left")
+    answered_unanswerable = negatives.size - np.searchsorted(negatives, candidates, side="left")
+    cost = cost_refuse_answerable * refused_answerable + cost_answer_unanswerable * answered_unanswerable
+    best = np.nonzero(cost == cost.min())[0][-1]
+    return float(candidates[best])
+
+
+def _check_share(name, value, function, *, open_right=False):
+    upper_ok = value < 1 if open_right else value <= 1
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (0 < value and upper_ok):
+        interval = "(0, 1)" if open_right else "(0, 1]"
+        raise ValueError(f"The '{name}' parameter of {function} must be a float in {interval}. Got {value!r} instead.")
+
+
+#: Rule names accepted by :func:`parse_rule`, with the meaning of the number after ``@``.
+RULES = {
+    "keep": "share of answerable calibration questions to keep (the published rule), e.g. keep@0.95",
+    "recall_guarantee": "recall target guaranteed with confidence 1 - delta, e.g. recall_guarantee@0.9",
+    "false_answer_guarantee": "bound on the share of unanswerable questions answered, e.g. false_answer_guarantee@0.2",
+    "min_cost": "cost of answering an unanswerable question relative to refusing an answerable one, e.g. min_cost@5",
+}
+_RULE_KEY = re.compile(r"^(?P<name>[a-z_]+)@(?P<value>[0-9]*\.?[0-9]+)$")
+
+
+def parse_rule(key: str) -> tuple[str, float]:
+    """Split ``"keep@0.95"`` into ``("keep", 0.95)``; unknown names list the known ones."""
+    match = _RULE_KEY.match(key.strip()) if isinstance(key, str) else None
+    if match is None or match.group("name") not in RULES:
+        known = "; ".join(f"{name}: {meaning}" for name, meaning in RULES.items())
+        raise ValueError(f"unknown threshold rule {key!r}. Known rules: {known}")
+    return match.group("name"), float(match.group("value"))
+
+
+def fit_threshold(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1) -> float:
+    """Fit a rule (``"keep@1.0"``, ``"recall_guarantee@0.9"``, ...) on calibration data.
+
+    Parameters
+    ----------
+    rule : str
+        A key as in :data:`RULES`.
+    scores : array-like of float
+    answerable : array-like of bool
+    higher_is_answerable : bool, default=True
+        For signals where low means answerable, the rule is fitted on
+        ``-scores`` and the threshold returned in the signal's own units.
+    delta : float, default=0.1
+        1 - confidence of the two guarantee rules.
+
+    Returns
+    -------
+    float
+        Answer when ``score >= threshold`` (or ``<=`` for the other
+        orientation).
+    """
+    name, value = parse_rule(rule)
+    sign = 1.0 if higher_is_answerable else -1.0
+    oriented = sign * np.asarray(scores, dtype=float)
+    answerable = np.asarray(answerable, dtype=bool)
+    if name == "keep":
+        threshold = threshold_keep_share(oriented[answerable], keep=value)
+    elif name == "recall_guarantee":
+        threshold = threshold_recall_guarantee(oriented[answerable], target=value, delta=delta)
+    elif name == "false_answer_guarantee":
+        threshold = threshold_false_answer_guarantee(oriented[~answerable], alpha=value, delta=delta)
+    else:
+        threshold = threshold_min_cost(oriented, answerable, cost_answer_unanswerable=value)
+    return sign * threshold
+
+
+# --------------------------------------------------------------------------- held-out protocol
+
+
+def split_by_slice(slices, *, random_state=0) -> np.ndarray:
+    """Calibration mask that splits every slice in half at random.
+
+    A slice of n queries gives ceil(n / 2) to calibration and floor(n / 2) to
+    evaluation (the published split: 15 + 15 answerable, 8 + 7 per
+    unanswerable slice).
+    """
+    slices = np.asarray(slices)
+    rng = np.random.default_rng(random_state)
+    calibration = np.zeros(slices.size, dtype=bool)
+    for name in pd.unique(slices):
+        members = np.nonzero(slices == name)[0]
+        chosen = rng.permutation(members)[: math.ceil(members.size / 2)]
+        calibration[chosen] = True
+    return calibration
+
+
+def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
+    outcome = outcome_table(table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable,
+                            intervals=False)
+    return outcome.iloc[0]
+
+
+def heldout_outcomes(table: pd.DataFrame, signal: str, rules, *, n_splits: int = 1000, random_state=0,
+                     higher_is_answerable: bool = True, delta: float = 0.1) -> pd.DataFrame:
+    """Fit each rule on one half of every slice and score it on the other half, over many splits.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table with ``answerable``, ``slice`` and ``signal``.
+    signal : str
+    rules : sequence of str
+        Rule keys, see :func:`fit_threshold`.
+    n_splits : int, default=1000
+        Split ``i`` uses seed ``random_state + i``; split 0 is
+        :func:`published_split`'s.
+
+    Returns
+    -------
+    DataFrame
+        One row per (split, rule): ``threshold``, and on the evaluation half
+        only ``answerable_kept``, ``<slice>_refused`` for each unanswerable
+        slice and ``unanswerable_refused``, with their counts.
+    """
+    table = table[~table[signal].isna()].reset_index(drop=True)
+    scores = table[signal].to_numpy(dtype=float)
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    slices = table["slice"].to_numpy()
+    rows = []
+    for split in range(n_splits):
+        calibration = split_by_slice(slices, random_state=random_state + split)
+        evaluation = ~calibration
+        for rule in rules:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CalibrationWarning)
+                threshold = fit_threshold(rule, scores[calibration], answerable[calibration],
+                                          higher_is_answerable=higher_is_answerable, delta=delta)
+            outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
+            rows.append({"split": split, "rule": rule, **outcome.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def published_split(table: pd.DataFrame, signal: str = "dense_top1", *, rule: str = "keep@1.0", random_state=0,
+                    higher_is_answerable: bool = True) -> pd.Series:
+    """The published protocol: one seeded half split, calibrate keeping every answerable question."""
+    return heldout_outcomes(table, signal, [rule], n_splits=1, random_state=random_state,
+                            higher_is_answerable=higher_is_answerable).iloc[0]
