@@ -3,6 +3,8 @@
 - ``ragcal score QUERIES.csv [--corpus DIR] --out scores.csv [--runs DIR]``
 - ``ragcal evaluate QUERIES.csv --runs DIR --out retrieval.csv``: retrieval
   metrics with intervals from TREC run files
+- ``ragcal calibrate SCORES.csv --signal NAME --rule keep@1.0 [--heldout N]``:
+  threshold and per-slice outcome with intervals, for any score table
 - ``ragcal reproduce [--results DIR]``: the main job of the README.
 """
 
@@ -71,6 +73,76 @@ def _print_slice_summary(table, signal="dense_top1") -> None:
     print(summary.rename(columns={"50%": "median"}).round(3).to_string())
 
 
+def _rules() -> dict:
+    from .calibration import RULES
+
+    return RULES
+
+
+def _calibrate(args) -> None:
+    import pandas as pd
+
+    from .calibration import fit_threshold, heldout_outcomes, parse_rule
+    from .metrics import check_score_table, outcome_table
+    from .signals import SIGNALS
+
+    rules = args.rule or ["keep@1.0"]
+    for rule in rules:
+        parse_rule(rule)
+    if not args.scores.is_file():
+        raise ValueError(f"{args.scores}: score table not found")
+    table = check_score_table(pd.read_csv(args.scores), [args.signal], source=str(args.scores))
+    higher = not args.lower_is_answerable
+    if not args.lower_is_answerable and args.signal in SIGNALS:
+        higher = SIGNALS[args.signal].higher_is_answerable
+    print(f"{args.scores}: {len(table)} queries; signal {args.signal} "
+          f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial")
+    for rule in rules:
+        threshold = fit_threshold(rule, table[args.signal], table["answerable"], higher_is_answerable=higher,
+                                  delta=args.delta)
+        outcome = outcome_table(table, args.signal, [threshold], higher_is_answerable=higher).iloc[0]
+        print(f"\n{rule}: answer when {args.signal} {'>=' if higher else '<='} {threshold:.4f}")
+        print("  (fitted and scored on the same queries: an in-sample view; use --heldout for honest estimates)")
+        groups = ["answerable_kept"] + [column[:-2] for column in outcome.index
+                                        if column.endswith("_refused_k") and column != "unanswerable_refused_k"]
+        groups.append("unanswerable_refused")
+        for group in groups:
+            size = outcome[group.rsplit("_", 1)[0] + "_n"]
+            print(f"  {group:<28} {outcome[group]:6.1%}  ({int(outcome[group + '_k'])}/{int(size)})  "
+                  f"[{outcome[group + '_low']:.1%}, {outcome[group + '_high']:.1%}]")
+    if args.heldout:
+        repeated = heldout_outcomes(table, args.signal, rules, n_splits=args.heldout, random_state=args.seed,
+                                    higher_is_answerable=higher, delta=args.delta)
+        columns = [column for column in repeated.columns
+                   if column in ("threshold", "answerable_kept") or column.endswith("_refused")]
+        summary = repeated.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95]).unstack()
+        print(f"\nheld out over {args.heldout} stratified half splits (5th / 50th / 95th percentile):")
+        with pd.option_context("display.width", 200, "display.max_columns", 50):
+            print(summary.round(3).to_string())
+
+
+def _golden(args) -> int:
+    import json
+
+    from .datasets import FASTAPI_QUERIES
+    from .embedding import Embedder
+    from .golden import GOLDEN_FILE, compare_golden, golden_snapshot, write_golden
+    from .queries import load_queries
+    from .scoring import build_index
+
+    index = build_index(FASTAPI_CORPUS, embedder=Embedder(cache_dir=args.cache_dir))
+    snapshot = golden_snapshot(index, load_queries(FASTAPI_QUERIES, corpus_paths=index.doc_paths))
+    if args.write is not None:
+        write_golden(args.write, snapshot)
+        print(f"wrote {args.write}; review its diff and commit it with the regenerated results/")
+        return 0
+    problems = compare_golden(snapshot, json.loads(GOLDEN_FILE.read_text()))
+    for problem in problems:
+        print(f"golden: {problem}", file=sys.stderr)
+    print("golden set holds" if not problems else f"golden set broken: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -87,6 +159,27 @@ def main(argv=None) -> int:
     evaluate.add_argument("--out", type=Path, required=True, help="CSV to write")
     evaluate.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
     evaluate.add_argument("--seed", type=int, default=0)
+
+    calibrate = commands.add_parser(
+        "calibrate", help="fit a threshold on a score table and show the per-slice outcome",
+        description="Works on any CSV with 'answerable' (true/false), 'slice' and a numeric signal column, "
+                    "for instance scores logged by a production system.")
+    calibrate.add_argument("scores", type=Path, help="score table CSV")
+    calibrate.add_argument("--signal", default="dense_top1", help="signal column (default dense_top1)")
+    calibrate.add_argument("--rule", action="append", default=None,
+                           help="threshold rule, repeatable (default keep@1.0); one of: "
+                                + "; ".join(f"{name}@X: {meaning}" for name, meaning in _rules().items()))
+    calibrate.add_argument("--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules (default 0.1)")
+    calibrate.add_argument("--lower-is-answerable", action="store_true",
+                           help="the signal is low for answerable queries (default: registry direction, else high)")
+    calibrate.add_argument("--heldout", type=int, default=0, metavar="N",
+                           help="also fit on half of each slice and score the other half, over N random splits")
+    calibrate.add_argument("--seed", type=int, default=0)
+
+    golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
+    golden.add_argument("--write", type=Path, default=None, metavar="FILE",
+                        help="write a new baseline to FILE instead of checking tests/golden/fastapi_minilm.json")
+    golden.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
 
     reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
@@ -107,6 +200,10 @@ def main(argv=None) -> int:
                                   random_state=args.seed)
             atomic_write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
             print(table.to_string(index=False, float_format=lambda value: f"{value:.3f}"))
+        elif args.command == "calibrate":
+            _calibrate(args)
+        elif args.command == "golden":
+            return _golden(args)
         elif args.command == "reproduce":
             from .embedding import Embedder
             from .reproduce import reproduce

@@ -412,9 +412,13 @@ def sweep(table: pd.DataFrame, signal: str, *, grid=None, higher_is_answerable: 
 def group_stats(table: pd.DataFrame, signals=None) -> pd.DataFrame:
     """Count, mean, median, min and max of each signal per slice (the published first table)."""
     signals = list(signals) if signals is not None else signal_columns(table)
-    long = table.melt(id_vars=["slice"], value_vars=signals, var_name="signal", value_name="score")
-    stats = long.groupby(["signal", "slice"], sort=False)["score"].agg(["count", "mean", "median", "min", "max"])
-    return stats.rename(columns={"count": "n"}).reset_index()
+    frames = [
+        table.groupby("slice", sort=False)[signal].agg(["count", "mean", "median", "min", "max"])
+        .rename(columns={"count": "n"}).reset_index().assign(signal=signal)
+        for signal in signals
+    ]
+    stats = pd.concat(frames, ignore_index=True)
+    return stats[["signal", "slice", "n", "mean", "median", "min", "max"]]
 
 
 def auc_table(table: pd.DataFrame, signals=None, *, directions=None, n_resamples: int = 2000,

@@ -41,3 +41,11 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def fastapi_index():
+    """The full bundled corpus with the default model and the default (user or CI) embedding cache."""
+    from ragcal.scoring import build_index
+
+    return build_index(FASTAPI_CORPUS)

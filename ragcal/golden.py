@@ -1,0 +1,68 @@
+"""A golden set: pinned scores that fail CI when the score scale moves.
+
+Thresholds are specific to one model, one chunking and one corpus. The
+golden file pins ``dense_top1`` for a few fixed questions and the threshold
+that a rule fits on the whole labeled set. Any change that moves them beyond
+the tolerance, such as another model, another chunk limit or a tokenizer
+change, fails ``tests/test_golden.py``, and whoever made the change must
+re-baseline on purpose::
+
+    ragcal golden --write tests/golden/fastapi_minilm.json
+
+(then review the diff of that file, re-run ``make reproduce`` and commit both).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ._io import atomic_write_text
+from .calibration import fit_threshold
+
+__all__ = ["GOLDEN_FILE", "GOLDEN_IDS", "golden_snapshot", "compare_golden", "write_golden"]
+
+GOLDEN_FILE = Path(__file__).resolve().parent.parent / "tests" / "golden" / "fastapi_minilm.json"
+#: Fixed questions of data/queries/fastapi.csv: answerable ones across the docs, near-domain and unrelated.
+GOLDEN_IDS = ("a01", "a04", "a05", "a27", "a53", "a73", "a87", "n01", "n02", "n37", "n44", "u01", "u03", "u21")
+
+
+def golden_snapshot(index, queries, *, ids=GOLDEN_IDS, rule: str = "keep@1.0", tolerance: float = 0.005,
+                    band: float = 0.02) -> dict:
+    """Pinned values for the golden file, computed with ``index`` on the labeled ``queries``."""
+    top1 = {query_id: result.score_at(1) for query_id, result in
+            zip(queries["id"], index.dense.search(list(queries["query"]), k=1))}
+    missing = [query_id for query_id in ids if query_id not in top1]
+    if missing:
+        raise ValueError(f"golden ids not in the query file: {missing}")
+    threshold = fit_threshold(rule, np.array([top1[query_id] for query_id in queries["id"]]), queries["answerable"])
+    return {
+        "model_fingerprint": index.config["model_fingerprint"],
+        "chunking": {key: index.config[key] for key in ("chunker", "max_tokens", "expand_includes", "n_chunks")
+                     if key in index.config},
+        "tolerance": tolerance,
+        "dense_top1": {query_id: round(top1[query_id], 6) for query_id in ids},
+        "threshold": {"rule": rule, "value": round(threshold, 6),
+                      "band": [round(threshold - band, 4), round(threshold + band, 4)]},
+    }
+
+
+def compare_golden(current: dict, pinned: dict) -> list[str]:
+    """Differences that break the pinned scale; empty when everything holds."""
+    problems = []
+    tolerance = pinned["tolerance"]
+    for query_id, expected in pinned["dense_top1"].items():
+        actual = current["dense_top1"].get(query_id)
+        if actual is None or abs(actual - expected) > tolerance:
+            problems.append(f"dense_top1 of {query_id}: {actual} vs pinned {expected} (tolerance {tolerance})")
+    low, high = pinned["threshold"]["band"]
+    value = current["threshold"]["value"]
+    if not low <= value <= high:
+        problems.append(f"{pinned['threshold']['rule']} threshold {value} outside the pinned band [{low}, {high}]")
+    return problems
+
+
+def write_golden(path, snapshot: dict) -> Path:
+    return atomic_write_text(path, json.dumps(snapshot, indent=2) + "\n")

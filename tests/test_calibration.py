@@ -1,0 +1,193 @@
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binomtest
+
+from ragcal.calibration import (
+    CalibrationWarning, fit_threshold, heldout_outcomes, parse_rule, published_split, split_by_slice,
+    threshold_false_answer_guarantee, threshold_keep_share, threshold_min_cost, threshold_recall_guarantee,
+)
+from ragcal.cli import main
+from ragcal.metrics import (
+    DegenerateInputWarning, auc_table, clopper_pearson, group_stats, outcome_table, sweep,
+)
+
+from conftest import write
+
+
+@pytest.fixture
+def table():
+    return pd.DataFrame({
+        "id": [f"q{n}" for n in range(10)],
+        "answerable": [True] * 4 + [False] * 6,
+        "slice": ["answerable"] * 4 + ["near-domain"] * 3 + ["unrelated"] * 3,
+        "score": [0.4, 0.5, 0.6, 0.7, 0.45, 0.35, 0.4, 0.1, 0.2, 0.3],
+        "constant": [1.0] * 10,
+    })
+
+
+def test_keep_share_hand_cases():
+    scores = [0.4, 0.5, 0.6, 0.7]
+    assert threshold_keep_share(scores, keep=1.0) == 0.4
+    assert threshold_keep_share(scores, keep=0.75) == 0.5
+    assert threshold_keep_share(scores, keep=0.74) == 0.5
+    assert threshold_keep_share(scores, keep=0.5) == 0.6
+    assert threshold_keep_share([0.5, 0.5, 0.5, 0.9], keep=0.9) == 0.5  # ties keep more than asked, never fewer
+    with pytest.raises(ValueError, match=r"'keep' parameter of threshold_keep_share must be a float in \(0, 1\]"):
+        threshold_keep_share(scores, keep=1.5)
+
+
+def test_recall_guarantee_hand_case():
+    # n = 50, target 0.9, delta 0.1: P(Bin(50, 0.1) <= 1) = 0.034 <= 0.1 but P(<= 2) = 0.112 > 0.1, so k = 2.
+    p_le_1 = 0.9 ** 50 + 50 * 0.1 * 0.9 ** 49
+    p_le_2 = p_le_1 + 1225 * 0.1 ** 2 * 0.9 ** 48
+    assert p_le_1 <= 0.1 < p_le_2
+    assert threshold_recall_guarantee(np.arange(50.0), target=0.9, delta=0.1) == 1.0
+
+
+def test_recall_guarantee_falls_back_when_n_is_too_small():
+    # Even k = 1 needs n >= log(delta) / log(target) = 21.85 for target 0.9, delta 0.1.
+    assert math.log(0.1) / math.log(0.9) == pytest.approx(21.85, abs=0.01)
+    assert threshold_recall_guarantee(np.arange(22.0), target=0.9, delta=0.1) == 0.0
+    with pytest.warns(CalibrationWarning, match="cannot guarantee recall"):
+        assert threshold_recall_guarantee(np.arange(21.0), target=0.9, delta=0.1) == -math.inf
+
+
+def test_recall_guarantee_holds_in_simulation():
+    # Future answerable scores ~ U(0, 1): the recall of threshold t is 1 - t.
+    rng = np.random.default_rng(0)
+    target, delta = 0.9, 0.1
+    recalls = np.array([1 - threshold_recall_guarantee(rng.uniform(size=60), target=target, delta=delta)
+                        for _ in range(3000)])
+    coverage = (recalls >= target).mean()
+    assert coverage >= 1 - delta - 0.015  # Monte Carlo slack of ~3 standard errors
+    assert coverage < 0.999  # and it is not trivially conservative
+
+
+def test_false_answer_guarantee_holds_in_simulation():
+    rng = np.random.default_rng(1)
+    alpha, delta = 0.2, 0.1
+    rates = []
+    for _ in range(3000):
+        threshold = threshold_false_answer_guarantee(rng.uniform(size=40), alpha=alpha, delta=delta)
+        rates.append(1 - min(threshold, 1.0))  # share of U(0, 1) unanswerable scores at or above the threshold
+    coverage = (np.array(rates) <= alpha).mean()
+    assert coverage >= 1 - delta - 0.015
+    with pytest.warns(CalibrationWarning, match="refuse everything"):
+        assert threshold_false_answer_guarantee([0.1, 0.2], alpha=0.1, delta=0.1) == math.inf
+
+
+def test_false_answer_threshold_sits_just_above_a_score():
+    threshold = threshold_false_answer_guarantee(np.linspace(0, 1, 100), alpha=0.2, delta=0.1)
+    assert threshold in set(np.nextafter(np.linspace(0, 1, 100), np.inf))
+
+
+def test_min_cost_hand_case():
+    scores = [0.2, 0.4, 0.5, 0.6]
+    answerable = [False, True, False, True]
+    # t=0.2: 2 answered unanswerable -> cost 2c; t=0.4: 1 -> c; t=0.5: refuse 0.4 (1) + answer 0.5 (c); t=0.6: 1.
+    assert threshold_min_cost(scores, answerable, cost_answer_unanswerable=5) == 0.6
+    assert threshold_min_cost(scores, answerable, cost_answer_unanswerable=0.5) == 0.4
+    assert threshold_min_cost(scores, answerable, cost_answer_unanswerable=0.0) == 0.4  # ties: highest threshold
+
+
+def test_fit_threshold_orientation_and_parsing():
+    scores = np.array([0.1, 0.2, 0.8, 0.9])
+    answerable = np.array([True, True, False, False])  # low means answerable
+    assert fit_threshold("keep@1.0", scores, answerable, higher_is_answerable=False) == 0.2
+    assert parse_rule("recall_guarantee@0.95") == ("recall_guarantee", 0.95)
+    with pytest.raises(ValueError, match="unknown threshold rule 'keep'.*keep@0.95"):
+        parse_rule("keep")
+
+
+def test_outcome_table_counts_ties_as_answered(table):
+    outcome = outcome_table(table, "score", [0.4]).iloc[0]
+    assert outcome["answerable_kept_k"] == 4 and outcome["answerable_kept"] == 1.0
+    assert outcome["near_domain_refused_k"] == 1  # 0.45 and 0.4 are answered, 0.35 refused
+    assert outcome["unrelated_refused"] == 1.0
+    assert outcome["unanswerable_refused"] == pytest.approx(4 / 6)
+    assert outcome["unanswerable_n"] == 6
+    low, high = binomtest(4, 6).proportion_ci(confidence_level=0.95, method="exact")
+    assert outcome["unanswerable_refused_low"] == pytest.approx(low)
+    assert outcome["unanswerable_refused_high"] == pytest.approx(high)
+    lower = outcome_table(table, "score", [0.4], higher_is_answerable=False).iloc[0]
+    assert lower["answerable_kept_k"] == 1  # only 0.4 <= 0.4
+
+
+def test_clopper_pearson_edges():
+    low, high = clopper_pearson([0, 5, 3], [5, 5, 0])
+    assert low[0] == 0 and high[1] == 1 and np.isnan(low[2])
+    assert high[0] == pytest.approx(binomtest(0, 5).proportion_ci(method="exact").high)
+
+
+def test_sweep_covers_grid_and_every_score(table):
+    result = sweep(table, "score", grid=[0.0, 0.25, 0.4])
+    assert set(np.unique(table["score"])) <= set(result["threshold"])
+    assert {0.0, 0.25} <= set(result["threshold"])
+    assert result.loc[result["threshold"] == 0.4, "source"].item() == "grid+score"
+    assert result["threshold"].is_monotonic_increasing
+    assert result["answerable_kept"].is_monotonic_decreasing
+    assert result["unanswerable_refused"].is_monotonic_increasing
+
+
+def test_nan_scores_are_left_out_with_a_warning(table):
+    table.loc[0, "score"] = np.nan
+    with pytest.warns(DegenerateInputWarning, match="1 queries with a NaN score"):
+        outcome = outcome_table(table, "score", [0.0]).iloc[0]
+    assert outcome["answerable_n"] == 3
+
+
+def test_group_stats_and_degenerate_auc(table):
+    stats = group_stats(table, ["score"]).set_index("slice")
+    assert stats.loc["answerable", "median"] == pytest.approx(0.55)
+    assert stats.loc["near-domain", "max"] == 0.45 and stats.loc["unrelated", "n"] == 3
+    with pytest.warns(DegenerateInputWarning, match=r"constant \(answerable vs all unanswerable\)"):
+        aucs = auc_table(table, ["score", "constant"])
+    constant = aucs[aucs["signal"] == "constant"]
+    assert constant["auc"].isna().all()
+    score = aucs[(aucs["signal"] == "score") & (aucs["comparison"] == "unrelated")].iloc[0]
+    assert score["auc"] == 1.0
+    # answerable vs near-domain: 4 x 3 pairs; 0.45 beats 0.4 (loss), 0.4 ties 0.4 (half) -> (12 - 2 - 0.5 - 1) / 12
+    near = aucs[(aucs["signal"] == "score") & (aucs["comparison"] == "near-domain")].iloc[0]
+    wins = sum((a > b) + 0.5 * (a == b) for a in [0.4, 0.5, 0.6, 0.7] for b in [0.45, 0.35, 0.4])
+    assert near["auc"] == pytest.approx(wins / 12)
+
+
+def test_split_by_slice_halves_every_slice():
+    slices = np.array(["a"] * 5 + ["b"] * 4 + ["c"] * 1)
+    calibration = split_by_slice(slices, random_state=3)
+    assert [calibration[slices == name].sum() for name in "abc"] == [3, 2, 1]
+    np.testing.assert_array_equal(calibration, split_by_slice(slices, random_state=3))
+    assert not np.array_equal(calibration, split_by_slice(slices, random_state=4))
+
+
+def test_heldout_scores_only_the_evaluation_half(table):
+    repeated = heldout_outcomes(table, "score", ["keep@1.0", "min_cost@5"], n_splits=20)
+    assert len(repeated) == 40
+    assert (repeated["answerable_n"] == 2).all() and (repeated["near_domain_n"] == 1).all()
+    for split, group in repeated.groupby("split"):
+        calibration = split_by_slice(table["slice"].to_numpy(), random_state=split)
+        expected = threshold_keep_share(table.loc[calibration & table["answerable"], "score"], keep=1.0)
+        assert group.loc[group["rule"] == "keep@1.0", "threshold"].item() == expected
+    single = published_split(table, "score")
+    assert single["threshold"] == repeated.iloc[0]["threshold"]
+    assert single["answerable_kept"] == repeated.iloc[0]["answerable_kept"]
+
+
+def test_calibrate_cli_on_a_table_without_corpus(tmp_path, capsys):
+    path = write(tmp_path / "logged.csv", "id,answerable,slice,my_score\n" + "".join(
+        f"r{n},{'true' if n < 6 else 'false'},{'answerable' if n < 6 else 'off-topic'},{score}\n"
+        for n, score in enumerate([0.9, 0.8, 0.85, 0.7, 0.75, 0.95, 0.3, 0.5, 0.2, 0.1])))
+    assert main(["calibrate", str(path), "--signal", "my_score", "--rule", "keep@1.0", "--heldout", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "keep@1.0: answer when my_score >= 0.7000" in out
+    assert "off_topic_refused" in out and "100.0%  (4/4)" in out
+    assert "held out over 5 stratified half splits" in out
+    assert main(["calibrate", str(path), "--signal", "nope"]) == 2
+    assert "logged.csv: missing column(s) 'nope'" in capsys.readouterr().err
+    bad = write(tmp_path / "bad.csv", "id,answerable,slice,my_score\nr1,maybe,answerable,0.5\n")
+    assert main(["calibrate", str(bad), "--signal", "my_score"]) == 2
+    assert "bad.csv, row 1, column 'answerable'" in capsys.readouterr().err

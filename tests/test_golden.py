@@ -1,0 +1,46 @@
+"""The golden set: fails when a model, chunking or tokenizer change moves the score scale.
+
+To re-baseline on purpose: ``ragcal golden --write tests/golden/fastapi_minilm.json``,
+review the diff, run ``make reproduce`` and commit both (see the README).
+"""
+
+import copy
+import json
+
+import pytest
+
+from ragcal.datasets import FASTAPI_QUERIES
+from ragcal.golden import GOLDEN_FILE, compare_golden, golden_snapshot
+from ragcal.queries import load_queries
+
+
+@pytest.fixture(scope="module")
+def pinned():
+    return json.loads(GOLDEN_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def current(fastapi_index):
+    return golden_snapshot(fastapi_index, load_queries(FASTAPI_QUERIES, corpus_paths=fastapi_index.doc_paths))
+
+
+def test_scores_and_threshold_hold(current, pinned):
+    problems = compare_golden(current, pinned)
+    assert not problems, "score scale moved; re-baseline on purpose if intended:\n" + "\n".join(problems)
+
+
+def test_the_pinned_setup_is_the_current_one(current, pinned):
+    assert current["model_fingerprint"] == pinned["model_fingerprint"]
+    assert current["chunking"] == pinned["chunking"]
+
+
+def test_a_moved_scale_is_caught(pinned):
+    shifted = copy.deepcopy(pinned)
+    shifted["dense_top1"]["a01"] += 2 * pinned["tolerance"]
+    shifted["threshold"]["value"] = pinned["threshold"]["band"][1] + 0.01
+    problems = compare_golden(shifted, pinned)
+    assert len(problems) == 2
+    assert problems[0].startswith("dense_top1 of a01") and "outside the pinned band" in problems[1]
+    within = copy.deepcopy(pinned)
+    within["dense_top1"]["a01"] += pinned["tolerance"] / 2
+    assert compare_golden(within, pinned) == []
