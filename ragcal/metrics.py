@@ -184,17 +184,18 @@ def auc_bootstrap(y_true, y_score, *, n_resamples: int = 2000, random_state=0, b
     """AUC of stratified bootstrap resamples, vectorised.
 
     Positives and negatives are resampled separately, so every resample has
-    both classes in the original numbers. A resample is a vector of
-    multiplicities (how often each query was drawn), and its AUC is the
-    weighted Mann-Whitney statistic, the quantity ``sklearn.metrics.roc_auc_score``
-    computes::
+    both classes in the original numbers. The AUC of a resample is the
+    Mann-Whitney statistic that ``sklearn.metrics.roc_auc_score`` computes::
 
-        AUC = sum_i w_i * (sum_{j: s_j < s_i} v_j + 0.5 * sum_{j: s_j = s_i} v_j) / (n_pos * n_neg)
+        AUC = sum over drawn positives p of (N(< s_p) + 0.5 * N(= s_p)) / (n_pos * n_neg)
 
-    with ``w`` the positive and ``v`` the negative multiplicities. Scores are
-    grouped by distinct value once; each resample then costs one cumulative
-    sum, so 10,000 resamples of 200 queries take milliseconds, and 100,000-row
-    tables fit in memory by processing ``batch_size`` resamples at a time.
+    where ``N(< s)`` counts the drawn negatives scoring below ``s``. The
+    negatives are sorted once; per resample their draw counts are
+    accumulated along that order, and each drawn positive reads its two
+    counts at positions found once by ``searchsorted``. The cost is linear
+    in the number of queries per resample: 10,000 resamples of 200 queries
+    take milliseconds, and large tables are processed ``batch_size``
+    resamples at a time to bound memory.
 
     Returns
     -------
@@ -202,29 +203,34 @@ def auc_bootstrap(y_true, y_score, *, n_resamples: int = 2000, random_state=0, b
         NaN everywhere when a class is missing.
     """
     y_true, y_score = _check_binary(y_true, y_score, "auc_bootstrap")
-    n_pos, n_neg = int(y_true.sum()), int((~y_true).sum())
+    positives, negatives = y_score[y_true], y_score[~y_true]
+    n_pos, n_neg = positives.size, negatives.size
     if n_pos == 0 or n_neg == 0:
         return np.full(n_resamples, np.nan)
-    values, inverse = np.unique(y_score, return_inverse=True)
-    positive_value, negative_value = inverse[y_true], inverse[~y_true]
-    n_values = values.size
-    batch_size = batch_size or max(1, min(n_resamples, 20_000_000 // (y_score.size + n_values)))
+    order = np.argsort(negatives, kind="stable")
+    sorted_position = np.empty(n_neg, dtype=np.intp)
+    sorted_position[order] = np.arange(n_neg)
+    below = np.searchsorted(negatives[order], positives, side="left")  # negatives strictly below each positive
+    up_to = np.searchsorted(negatives[order], positives, side="right")  # ... and those tied with it
+    tied = np.nonzero(below != up_to)[0]
+    batch_size = batch_size or max(1, min(n_resamples, 4_000_000 // (n_pos + n_neg)))
     rng = np.random.default_rng(random_state)
     out = np.empty(n_resamples)
     for start in range(0, n_resamples, batch_size):
         batch = min(batch_size, n_resamples - start)
-        positive_weight = _weights_by_value(rng, positive_value, n_values, batch)
-        negative_weight = _weights_by_value(rng, negative_value, n_values, batch)
-        below = np.cumsum(negative_weight, axis=1) - negative_weight  # negatives strictly below each value
-        out[start:start + batch] = (positive_weight * (below + 0.5 * negative_weight)).sum(axis=1)
+        positive_draws = rng.integers(0, n_pos, size=(batch, n_pos))
+        negative_draws = rng.integers(0, n_neg, size=(batch, n_neg))
+        offsets = (np.arange(batch) * n_neg)[:, None]
+        counts = np.bincount((sorted_position[negative_draws] + offsets).ravel(), minlength=batch * n_neg)
+        # Drawn negatives strictly below sorted position j: cumulative[:, j]; float32 counts are exact below 2**24.
+        cumulative = np.zeros((batch, n_neg + 1), dtype=np.float32)
+        np.cumsum(counts.reshape(batch, n_neg), axis=1, out=cumulative[:, 1:])
+        # Per positive: drawn negatives below it plus half of those tied with it.
+        credit = np.take_along_axis(cumulative, np.broadcast_to(below, (batch, n_pos)), axis=1)
+        if tied.size:
+            credit[:, tied] += 0.5 * (cumulative[:, up_to[tied]] - cumulative[:, below[tied]])
+        out[start:start + batch] = np.take_along_axis(credit, positive_draws, axis=1).sum(axis=1, dtype=np.float64)
     return out / (n_pos * n_neg)
-
-
-def _weights_by_value(rng, value_index: np.ndarray, n_values: int, batch: int) -> np.ndarray:
-    """Resample ``value_index`` with replacement ``batch`` times; count draws per distinct value."""
-    draws = value_index[rng.integers(0, value_index.size, size=(batch, value_index.size))]
-    offsets = (np.arange(batch) * n_values)[:, None]
-    return np.bincount((draws + offsets).ravel(), minlength=batch * n_values).reshape(batch, n_values).astype(float)
 
 
 def auc_with_ci(y_true, y_score, *, n_resamples: int = 2000, confidence: float = 0.95, random_state=0,
