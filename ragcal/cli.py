@@ -37,33 +37,19 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="embed everything, read and write no cache")
 
 
-def _build_index(args):
-    from .scoring import build_index
+def _score(queries_path, out, runs, args):
+    from .scoring import score_query_file, write_score_table, write_trec_runs
 
-    return build_index(
-        args.corpus, model=args.model, chunker=args.chunker, max_tokens=args.max_tokens, window=args.window,
-        expand_includes=not args.no_includes, exclude=args.exclude, cache_dir=args.cache_dir,
+    # score_query_file validates the query file against the corpus before any expensive work or any write.
+    table, index, retrieved = score_query_file(
+        queries_path, args.corpus, model=args.model, chunker=args.chunker, max_tokens=args.max_tokens,
+        window=args.window, expand_includes=not args.no_includes, exclude=args.exclude, cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
     )
-
-
-def _score(queries_path, out, runs, args) -> "object":
-    from .queries import load_queries
-    from .scoring import score_table, write_score_table, write_trec_runs
-    from .corpus import load_corpus
-    from .datasets import default_exclude
-
-    # Validate the query file against the corpus before any expensive work or any write.
-    exclude = default_exclude(args.corpus) if args.exclude is None else tuple(args.exclude)
-    documents = load_corpus(args.corpus, expand_includes=False, exclude=exclude)
-    queries = load_queries(queries_path, corpus_paths={document.path for document in documents})
-    index = _build_index(args)
-    retrieved = index.retrieve(queries["query"])
-    table = score_table(queries, retrieved)
     config = {**index.config, "queries": str(queries_path)}
     write_score_table(out, table, config=config)
     if runs is not None:
-        write_trec_runs(runs, queries["id"], retrieved, config=config)
+        write_trec_runs(runs, table["id"], retrieved, config=config)
     return table
 
 
@@ -184,6 +170,8 @@ def main(argv=None) -> int:
     reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
     reproduce.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    reproduce.add_argument("--skip-notebooks", action="store_true",
+                           help="write results/ only; do not execute the notebooks (which write figures/)")
 
     args = parser.parse_args(argv)
     try:
@@ -210,6 +198,11 @@ def main(argv=None) -> int:
 
             tables = reproduce(args.results, embedder=Embedder(cache_dir=args.cache_dir))
             _print_slice_summary(tables["scores"])
+            if not args.skip_notebooks:
+                from .notebooks import execute_notebooks
+
+                execute_notebooks()
+                print("figures written to figures/ (PNG and SVG); executed notebooks in notebooks/*.ipynb")
     except (QueryFileError, CorpusError, ValueError) as error:
         print(f"ragcal: error: {error}", file=sys.stderr)
         return 2

@@ -26,7 +26,10 @@ from .embedding import DEFAULT_MODEL, Embedder
 from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
 from .signals import SIGNALS, compute_signals
 
-__all__ = ["RetrievalIndex", "build_index", "score_table", "write_trec_run", "write_trec_runs", "SCORE_KEY_COLUMNS"]
+__all__ = [
+    "RetrievalIndex", "build_index", "score_table", "score_query_file", "write_trec_run", "write_trec_runs",
+    "write_score_table", "load_score_table", "SCORE_KEY_COLUMNS",
+]
 
 #: The columns of a score table that are not signals.
 SCORE_KEY_COLUMNS = ("id", "query", "answerable", "slice")
@@ -199,3 +202,49 @@ def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) 
     if config is not None:
         atomic_write_text(path.with_name(path.stem + ".meta.json"), json.dumps(config, indent=2) + "\n")
     return path
+
+
+def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options):
+    """Build the index for ``corpus_dir`` and score a labeled query file.
+
+    The query file is validated against the corpus before anything is
+    embedded. ``index_options`` go to :func:`build_index`.
+
+    Returns
+    -------
+    table : DataFrame
+        The score table.
+    index : RetrievalIndex
+    retrieved : dict of str to list of RetrievalResult
+    """
+    from .queries import load_queries
+
+    exclude = index_options.get("exclude")
+    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
+    documents = load_corpus(corpus_dir, expand_includes=False, exclude=exclude)
+    queries = load_queries(queries_path, corpus_paths={document.path for document in documents})
+    index = build_index(corpus_dir, **index_options)
+    retrieved = index.retrieve(queries["query"])
+    return score_table(queries, retrieved, signals=signals), index, retrieved
+
+
+def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **index_options) -> pd.DataFrame:
+    """A score table for the notebooks: read one, or compute it from a corpus and a query file.
+
+    Parameters
+    ----------
+    scores_path : str or Path, default=None
+        An existing score table (for instance scores logged in production).
+        When given, nothing is retrieved.
+    queries_path, corpus_dir : default=None
+        The bundled FastAPI query set and docs when None.
+    """
+    from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
+    from .metrics import check_score_table
+
+    if scores_path is not None:
+        if not Path(scores_path).is_file():
+            raise ValueError(f"{scores_path}: score table not found")
+        return check_score_table(pd.read_csv(scores_path), source=str(scores_path))
+    table, _, _ = score_query_file(queries_path or FASTAPI_QUERIES, corpus_dir or FASTAPI_CORPUS, **index_options)
+    return table

@@ -1,0 +1,82 @@
+"""Execute the notebooks headless (for ``make reproduce`` and the tests).
+
+The notebooks are kept as percent-format scripts (``notebooks/*.py``, paired
+with ``.ipynb`` through jupytext) so that their diffs can be reviewed. Running
+one reads the script, injects parameters after the cell tagged
+``parameters`` (as papermill does), executes it with nbclient and writes the
+executed ``.ipynb``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["NOTEBOOKS_DIR", "NOTEBOOKS", "execute_notebook", "execute_notebooks"]
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = (
+    "01_score_distributions",
+    "02_roc_and_auc",
+    "03_threshold_sweep_and_heldout",
+    "04_prototype_a_signal",
+)
+
+
+def _inject_parameters(notebook, parameters: dict) -> None:
+    import nbformat
+
+    if not parameters:
+        return
+    source = "# Injected parameters\n" + "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    positions = [i for i, existing in enumerate(notebook.cells) if "parameters" in existing.metadata.get("tags", [])]
+    if not positions:
+        raise ValueError("the notebook has no cell tagged 'parameters' to inject after")
+    notebook.cells.insert(positions[0] + 1, cell)
+
+
+def execute_notebook(source, output=None, *, parameters=None, timeout: int = 1800):
+    """Execute one notebook script and (optionally) write the executed ``.ipynb``.
+
+    Parameters
+    ----------
+    source : str or Path
+        A percent-format script or an ``.ipynb``.
+    output : str or Path, default=None
+    parameters : dict, default=None
+        Values that override the ``parameters`` cell.
+    timeout : int, default=1800
+        Seconds allowed per cell.
+
+    Returns
+    -------
+    NotebookNode
+        The executed notebook. A failing cell raises ``nbclient``'s
+        ``CellExecutionError``, naming the cell and the error.
+    """
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
+    from ._io import atomic_write_text
+
+    source = Path(source)
+    notebook = jupytext.read(source)
+    _inject_parameters(notebook, parameters or {})
+    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(source.parent)}})
+    client.execute()
+    if output is not None:
+        atomic_write_text(output, nbformat.writes(notebook))
+    return notebook
+
+
+def execute_notebooks(*, names=NOTEBOOKS, output_dir=NOTEBOOKS_DIR, parameters=None, log=print) -> list[Path]:
+    """Execute every notebook, writing ``<output_dir>/<name>.ipynb``."""
+    written = []
+    for name in names:
+        output = Path(output_dir) / f"{name}.ipynb"
+        execute_notebook(NOTEBOOKS_DIR / f"{name}.py", output, parameters=parameters)
+        log(f"executed notebooks/{name}.py -> {output}")
+        written.append(output)
+    return written

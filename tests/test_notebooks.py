@@ -1,0 +1,52 @@
+"""Every notebook runs end to end on the bundled data and writes its figures."""
+
+import struct
+
+import pytest
+
+from ragcal.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, execute_notebook
+
+# name -> (small parameters, figures it must write)
+CASES = {
+    "01_score_distributions": ({}, ["score_distributions"]),
+    "02_roc_and_auc": ({"n_resamples": 300}, ["roc", "roc_near_domain"]),
+    "03_threshold_sweep_and_heldout": ({"n_splits": 50}, ["tradeoff", "heldout"]),
+    "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"]),
+}
+
+
+def test_every_notebook_has_a_case():
+    assert set(CASES) == set(NOTEBOOKS)
+    assert {path.stem for path in NOTEBOOKS_DIR.glob("*.py")} == set(NOTEBOOKS)
+
+
+def png_size(path):
+    header = path.read_bytes()[:24]
+    assert header[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", header[16:24])
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_and_writes_figures(name, tmp_path, fastapi_index):
+    # fastapi_index warms the shared embedding cache once for all notebooks.
+    parameters, figures = CASES[name]
+    notebook = execute_notebook(NOTEBOOKS_DIR / f"{name}.py", tmp_path / f"{name}.ipynb",
+                                parameters={**parameters, "figures_dir": str(tmp_path / "figures")})
+    errors = [output for cell in notebook.cells for output in cell.get("outputs", [])
+              if output.get("output_type") == "error"]
+    assert not errors
+    assert (tmp_path / f"{name}.ipynb").stat().st_size > 10_000
+    for stem in figures:
+        png, svg = tmp_path / "figures" / f"{stem}.png", tmp_path / "figures" / f"{stem}.svg"
+        width, height = png_size(png)
+        assert width >= 600 and height >= 400, f"{png}: {width}x{height}"
+        assert png.stat().st_size > 20_000
+        text = svg.read_text()
+        assert text.lstrip().startswith("<?xml") and "<svg" in text and len(text) > 10_000
+
+
+def test_parameters_need_a_parameters_cell(tmp_path):
+    plain = tmp_path / "plain.py"
+    plain.write_text("# %%\nx = 1\n")
+    with pytest.raises(ValueError, match="no cell tagged 'parameters'"):
+        execute_notebook(plain, parameters={"x": 2})
