@@ -45,10 +45,13 @@ aucs.round(3)
 
 # %% [markdown]
 # ROC curves of the continuous signals (the two "BM25 returned nothing" flags are binary and stay in the table).
+# Bootstrap bands are drawn for the two best signals only; all intervals are in the legend.
 
 # %%
 continuous = [name for name in signals if not name.startswith("bm25_empty")]
-roc = RocDisplay.from_score_table(table, continuous, directions=directions, n_resamples=n_resamples).plot()
+with_bands = ["dense_top1", "bm25_top1_stopwords"]
+roc = RocDisplay.from_score_table(table, continuous, directions=directions, n_resamples=n_resamples)
+roc.plot(bands=with_bands)
 save_figure(roc.figure_, f"{figures_dir}/roc")
 
 # %% [markdown]
@@ -56,5 +59,6 @@ save_figure(roc.figure_, f"{figures_dir}/roc")
 
 # %%
 roc_near = RocDisplay.from_score_table(table, continuous, directions=directions, comparison="near-domain",
-                                       n_resamples=n_resamples).plot()
+                                       n_resamples=n_resamples)
+roc_near.plot(bands=with_bands)
 save_figure(roc_near.figure_, f"{figures_dir}/roc_near_domain")

@@ -262,7 +262,17 @@ class RocDisplay:
             bands[signal] = (grid, low, high)
         return cls(curves, bands, aucs, comparison)
 
-    def plot(self, ax=None, *, bands: bool = True, chance: bool = True) -> "RocDisplay":
+    def plot(self, ax=None, *, bands=True, chance: bool = True) -> "RocDisplay":
+        """Draw the curves.
+
+        Parameters
+        ----------
+        bands : bool or iterable of str, default=True
+            Draw the bootstrap bands of all signals, none, or only the named
+            ones (many overlapping bands get hard to read).
+        chance : bool, default=True
+        """
+        band_signals = set(self.curves) if bands is True else set() if bands is False else set(bands)
         with figure_style():
             ax = _new_axes(ax, size=(3.8, 5.0))
             self.lines_, self.bands_ = {}, {}
@@ -272,7 +282,7 @@ class RocDisplay:
                 auc, low, high = self.aucs[signal]
                 (self.lines_[signal],) = ax.plot(fpr, tpr, color=colour, linewidth=1.5, drawstyle="steps-post",
                                                  label=f"{signal}: {auc:.3f} [{low:.3f}, {high:.3f}]")
-                if bands:
+                if signal in band_signals:
                     grid, band_low, band_high = self.bands[signal]
                     self.bands_[signal] = ax.fill_between(grid, band_low, band_high, color=colour, alpha=0.15,
                                                           linewidth=0, step="post")

@@ -20,14 +20,17 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from ._io import atomic_write_text
+from .calibration import fit_threshold, heldout_outcomes, published_split
 from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from .embedding import Embedder
-from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics, read_trec_run, retrieval_metrics
+from .metrics import (
+    auc_bootstrap, auc_table, auc_with_ci, bootstrap_mean_ci, group_stats, outcome_table, per_query_retrieval_metrics,
+    read_trec_run, retrieval_metrics, sweep,
+)
 from .queries import load_queries
-from .calibration import fit_threshold, heldout_outcomes, published_split
-from .metrics import auc_table, group_stats, outcome_table, sweep
 from .report import (
-    HELDOUT_RULES, auc_section, empty_section, group_stats_section, heldout_section, rule_of_thumb_section, sweep_section,
+    HELDOUT_RULES, auc_section, differences_section, empty_section, group_stats_section, heldout_section,
+    rule_of_thumb_section, sweep_section,
 )
 from .scoring import build_index, score_table, write_score_table, write_trec_runs
 from .signals import SIGNALS
@@ -233,6 +236,7 @@ def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir
         heldout_section(calibration["published_split"], calibration["heldout"],
                         total_answerable=int(table["answerable"].sum())),
         rule_of_thumb_section(calibration["thresholds"]),
+        differences_section(table, calibration["auc"], n_chunks=config["n_chunks"], n_pages=len(config["documents"])),
         "## Retrieval (page level, answerable queries only)",
         "",
         _format_retrieval(retrieval),

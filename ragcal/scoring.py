@@ -23,6 +23,7 @@ from .chunking import chunk_by_headings, chunk_fixed_size
 from .corpus import load_corpus
 from .datasets import default_exclude
 from .embedding import DEFAULT_MODEL, Embedder
+from .metrics import SCORE_KEY_COLUMNS
 from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
 from .signals import SIGNALS, compute_signals
 
@@ -31,8 +32,6 @@ __all__ = [
     "write_score_table", "load_score_table", "SCORE_KEY_COLUMNS",
 ]
 
-#: The columns of a score table that are not signals.
-SCORE_KEY_COLUMNS = ("id", "query", "answerable", "slice")
 CHUNKERS = ("headings", "fixed")
 
 
