@@ -23,8 +23,14 @@ def synthetic_table(n, random_state=0):
     rng = np.random.default_rng(random_state)
     slices = rng.choice(["answerable", "near-domain", "unrelated"], size=n, p=[0.5, 0.25, 0.25])
     centre = np.select([slices == "answerable", slices == "near-domain"], [0.65, 0.42], 0.22)
-    return pd.DataFrame({"id": np.arange(n).astype(str), "answerable": slices == "answerable", "slice": slices,
-                         "dense_top1": np.round(rng.normal(centre, 0.08), 6)})
+    return pd.DataFrame(
+        {
+            "id": np.arange(n).astype(str),
+            "answerable": slices == "answerable",
+            "slice": slices,
+            "dense_top1": np.round(rng.normal(centre, 0.08), 6),
+        }
+    )
 
 
 def naive_auc_bootstrap(y_true, y_score, n_resamples, random_state=0):
@@ -51,9 +57,11 @@ def main():
     print("200 queries, 10,000 AUC resamples + full sweep")
     print(f"  ragcal (vectorised):          {ours:7.3f} s  (goal: <= 1 s)")
     print(f"  naive sklearn loop (AUC only): {naive:7.3f} s")
-    print(f"  speed-up: {naive / ours:.0f}x; 95% intervals agree: ragcal "
-          f"[{np.quantile(fast[0], 0.025):.3f}, {np.quantile(fast[0], 0.975):.3f}] vs naive "
-          f"[{np.quantile(slow, 0.025):.3f}, {np.quantile(slow, 0.975):.3f}]")
+    print(
+        f"  speed-up: {naive / ours:.0f}x; 95% intervals agree: ragcal "
+        f"[{np.quantile(fast[0], 0.025):.3f}, {np.quantile(fast[0], 0.975):.3f}] vs naive "
+        f"[{np.quantile(slow, 0.025):.3f}, {np.quantile(slow, 0.975):.3f}]"
+    )
 
     big = synthetic_table(100_000, random_state=1)
 
@@ -61,8 +69,10 @@ def main():
         group_stats(big, ["dense_top1"])
         auc_table(big, ["dense_top1"], n_resamples=2000)
         sweep(big, "dense_top1")
-        return [fit_threshold(rule, big["dense_top1"], big["answerable"])
-                for rule in ("keep@0.95", "recall_guarantee@0.95", "false_answer_guarantee@0.1", "min_cost@5")]
+        return [
+            fit_threshold(rule, big["dense_top1"], big["answerable"])
+            for rule in ("keep@0.95", "recall_guarantee@0.95", "false_answer_guarantee@0.1", "min_cost@5")
+        ]
 
     seconds, thresholds = timed(calibrate_big)
     print("100,000 queries, one signal: group stats, AUC (2,000 resamples, 3 comparisons), full sweep, 4 rules")

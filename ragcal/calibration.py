@@ -57,13 +57,12 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from .metrics import unanswerable_slices, outcome_table, slice_column
+from .metrics import outcome_table
 
 __all__ = [
     "CalibrationWarning",
@@ -121,7 +120,10 @@ def threshold_recall_guarantee(answerable_scores, *, target: float = 0.95, delta
     if feasible.size == 0:
         warnings.warn(
             f"threshold_recall_guarantee: {n} answerable calibration scores cannot guarantee recall >= {target} "
-            f"with confidence {1 - delta}; returning -inf (answer everything)", CalibrationWarning, stacklevel=2)
+            f"with confidence {1 - delta}; returning -inf (answer everything)",
+            CalibrationWarning,
+            stacklevel=2,
+        )
         return -math.inf
     return float(scores[feasible[-1]])
 
@@ -143,13 +145,16 @@ def threshold_false_answer_guarantee(unanswerable_scores, *, alpha: float = 0.1,
         warnings.warn(
             f"threshold_false_answer_guarantee: {m} unanswerable calibration scores cannot guarantee a false-answer "
             f"rate <= {alpha} with confidence {1 - delta}; returning +inf (refuse everything)",
-            CalibrationWarning, stacklevel=2)
+            CalibrationWarning,
+            stacklevel=2,
+        )
         return math.inf
     return float(np.nextafter(descending[feasible[-1]], math.inf))
 
 
-def threshold_min_cost(scores, answerable, *, cost_answer_unanswerable: float = 5.0,
-                       cost_refuse_answerable: float = 1.0) -> float:
+def threshold_min_cost(
+    scores, answerable, *, cost_answer_unanswerable: float = 5.0, cost_refuse_answerable: float = 1.0
+) -> float:
     """Threshold with the lowest calibration cost; ties go to the highest threshold."""
     if cost_answer_unanswerable < 0 or cost_refuse_answerable < 0:
         raise ValueError("threshold_min_cost: costs must be non-negative")
@@ -249,13 +254,22 @@ def split_by_slice(slices, *, random_state=0) -> np.ndarray:
 
 
 def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
-    outcome = outcome_table(table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable,
-                            intervals=False)
+    outcome = outcome_table(
+        table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable, intervals=False
+    )
     return outcome.iloc[0]
 
 
-def heldout_outcomes(table: pd.DataFrame, signal: str, rules, *, n_splits: int = 1000, random_state=0,
-                     higher_is_answerable: bool = True, delta: float = 0.1) -> pd.DataFrame:
+def heldout_outcomes(
+    table: pd.DataFrame,
+    signal: str,
+    rules,
+    *,
+    n_splits: int = 1000,
+    random_state=0,
+    higher_is_answerable: bool = True,
+    delta: float = 0.1,
+) -> pd.DataFrame:
     """Fit each rule on one half of every slice and score it on the other half, over many splits.
 
     Parameters
@@ -287,15 +301,27 @@ def heldout_outcomes(table: pd.DataFrame, signal: str, rules, *, n_splits: int =
         for rule in rules:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", CalibrationWarning)
-                threshold = fit_threshold(rule, scores[calibration], answerable[calibration],
-                                          higher_is_answerable=higher_is_answerable, delta=delta)
+                threshold = fit_threshold(
+                    rule,
+                    scores[calibration],
+                    answerable[calibration],
+                    higher_is_answerable=higher_is_answerable,
+                    delta=delta,
+                )
             outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
             rows.append({"split": split, "rule": rule, **outcome.to_dict()})
     return pd.DataFrame(rows)
 
 
-def published_split(table: pd.DataFrame, signal: str = "dense_top1", *, rule: str = "keep@1.0", random_state=0,
-                    higher_is_answerable: bool = True) -> pd.Series:
+def published_split(
+    table: pd.DataFrame,
+    signal: str = "dense_top1",
+    *,
+    rule: str = "keep@1.0",
+    random_state=0,
+    higher_is_answerable: bool = True,
+) -> pd.Series:
     """The published protocol: one seeded half split, calibrate keeping every answerable question."""
-    return heldout_outcomes(table, signal, [rule], n_splits=1, random_state=random_state,
-                            higher_is_answerable=higher_is_answerable).iloc[0]
+    return heldout_outcomes(
+        table, signal, [rule], n_splits=1, random_state=random_state, higher_is_answerable=higher_is_answerable
+    ).iloc[0]

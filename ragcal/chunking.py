@@ -130,8 +130,7 @@ def _admonition_end(lines: list[str], start: int) -> int:
 
 def _starts_block(line: str) -> bool:
     return bool(
-        _HEADING.match(line) or _FENCE_OPEN.match(line) or _ADMONITION_OPEN.match(line)
-        or _TABLE_ROW.match(line)
+        _HEADING.match(line) or _FENCE_OPEN.match(line) or _ADMONITION_OPEN.match(line) or _TABLE_ROW.match(line)
     )
 
 
@@ -251,7 +250,9 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
         the heading paths below them.
     """
     if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"The 'max_tokens' parameter of chunk_by_headings must be a positive int. Got {max_tokens!r} instead.")
+        raise ValueError(
+            f"The 'max_tokens' parameter of chunk_by_headings must be a positive int. Got {max_tokens!r} instead."
+        )
     documents = list(documents)
     titles = _section_titles(documents)
     chunks: list[Chunk] = []
@@ -314,35 +315,43 @@ def chunk_fixed_size(documents, *, size: int = 500, overlap: int = 0) -> list[Ch
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"The 'size' parameter of chunk_fixed_size must be a positive int. Got {size!r} instead.")
     if not isinstance(overlap, int) or not 0 <= overlap < size:
-        raise ValueError(f"The 'overlap' parameter of chunk_fixed_size must be an int in [0, size). Got {overlap!r} instead.")
+        raise ValueError(
+            f"The 'overlap' parameter of chunk_fixed_size must be an int in [0, size). Got {overlap!r} instead."
+        )
     chunks = []
     for document in documents:
         spans = [match.span() for match in _TOKEN.finditer(document.text)]
         for position, start in enumerate(range(0, max(len(spans) - overlap, 1), size - overlap)):
-            window = spans[start:start + size]
+            window = spans[start : start + size]
             if not window:
                 break
-            body = document.text[window[0][0]:window[-1][1]]
-            chunks.append(Chunk(
-                chunk_id=f"{document.path}#{position}",
-                doc_path=document.path,
-                heading_path=(),
-                body=body,
-                n_tokens=len(window),
-                metadata=document.metadata,
-            ))
+            body = document.text[window[0][0] : window[-1][1]]
+            chunks.append(
+                Chunk(
+                    chunk_id=f"{document.path}#{position}",
+                    doc_path=document.path,
+                    heading_path=(),
+                    body=body,
+                    n_tokens=len(window),
+                    metadata=document.metadata,
+                )
+            )
     return chunks
 
 
 def chunk_size_summary(chunks) -> pd.DataFrame:
     """Count, size quantiles and oversized count of a chunk list, as one row."""
     sizes = pd.Series([chunk.n_tokens for chunk in chunks], dtype="int64")
-    return pd.DataFrame([{
-        "documents": len({chunk.doc_path for chunk in chunks}),
-        "chunks": len(sizes),
-        "tokens_min": sizes.min(),
-        "tokens_median": sizes.median(),
-        "tokens_p90": sizes.quantile(0.9),
-        "tokens_max": sizes.max(),
-        "oversized": sum(chunk.oversized for chunk in chunks),
-    }])
+    return pd.DataFrame(
+        [
+            {
+                "documents": len({chunk.doc_path for chunk in chunks}),
+                "chunks": len(sizes),
+                "tokens_min": sizes.min(),
+                "tokens_median": sizes.median(),
+                "tokens_p90": sizes.quantile(0.9),
+                "tokens_max": sizes.max(),
+                "oversized": sum(chunk.oversized for chunk in chunks),
+            }
+        ]
+    )

@@ -23,17 +23,27 @@ __all__ = ["main"]
 
 
 def _add_index_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", type=Path, default=FASTAPI_CORPUS,
-                        help="Markdown folder (default: the bundled FastAPI docs)")
+    parser.add_argument(
+        "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
+    )
     parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model name or folder")
     parser.add_argument("--chunker", choices=("headings", "fixed"), default="headings")
     parser.add_argument("--max-tokens", type=int, default=256, help="heading chunker limit (default 256)")
     parser.add_argument("--window", type=int, default=500, help="fixed chunker window (default 500)")
     parser.add_argument("--no-includes", action="store_true", help="do not expand {* ... *} include directives")
-    parser.add_argument("--exclude", action="append", default=None, metavar="PATH",
-                        help="leave a page out (repeatable); default: none, or the bundled corpus's non-doc pages")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="embedding cache folder (default: $RAGCAL_CACHE_DIR or the user cache dir)")
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="leave a page out (repeatable); default: none, or the bundled corpus's non-doc pages",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="embedding cache folder (default: $RAGCAL_CACHE_DIR or the user cache dir)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="embed everything, read and write no cache")
 
 
@@ -42,8 +52,15 @@ def _score(queries_path, out, runs, args):
 
     # score_query_file validates the query file against the corpus before any expensive work or any write.
     table, index, retrieved = score_query_file(
-        queries_path, args.corpus, model=args.model, chunker=args.chunker, max_tokens=args.max_tokens,
-        window=args.window, expand_includes=not args.no_includes, exclude=args.exclude, cache_dir=args.cache_dir,
+        queries_path,
+        args.corpus,
+        model=args.model,
+        chunker=args.chunker,
+        max_tokens=args.max_tokens,
+        window=args.window,
+        expand_includes=not args.no_includes,
+        exclude=args.exclude,
+        cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
     )
     config = {**index.config, "queries": str(queries_path)}
@@ -81,26 +98,44 @@ def _calibrate(args) -> None:
     higher = not args.lower_is_answerable
     if not args.lower_is_answerable and args.signal in SIGNALS:
         higher = SIGNALS[args.signal].higher_is_answerable
-    print(f"{args.scores}: {len(table)} queries; signal {args.signal} "
-          f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial")
+    print(
+        f"{args.scores}: {len(table)} queries; signal {args.signal} "
+        f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial"
+    )
     for rule in rules:
-        threshold = fit_threshold(rule, table[args.signal], table["answerable"], higher_is_answerable=higher,
-                                  delta=args.delta)
+        threshold = fit_threshold(
+            rule, table[args.signal], table["answerable"], higher_is_answerable=higher, delta=args.delta
+        )
         outcome = outcome_table(table, args.signal, [threshold], higher_is_answerable=higher).iloc[0]
         print(f"\n{rule}: answer when {args.signal} {'>=' if higher else '<='} {threshold:.4f}")
         print("  (fitted and scored on the same queries: an in-sample view; use --heldout for honest estimates)")
-        groups = ["answerable_kept"] + [column[:-2] for column in outcome.index
-                                        if column.endswith("_refused_k") and column != "unanswerable_refused_k"]
+        groups = ["answerable_kept"] + [
+            column[:-2]
+            for column in outcome.index
+            if column.endswith("_refused_k") and column != "unanswerable_refused_k"
+        ]
         groups.append("unanswerable_refused")
         for group in groups:
             size = outcome[group.rsplit("_", 1)[0] + "_n"]
-            print(f"  {group:<28} {outcome[group]:6.1%}  ({int(outcome[group + '_k'])}/{int(size)})  "
-                  f"[{outcome[group + '_low']:.1%}, {outcome[group + '_high']:.1%}]")
+            print(
+                f"  {group:<28} {outcome[group]:6.1%}  ({int(outcome[group + '_k'])}/{int(size)})  "
+                f"[{outcome[group + '_low']:.1%}, {outcome[group + '_high']:.1%}]"
+            )
     if args.heldout:
-        repeated = heldout_outcomes(table, args.signal, rules, n_splits=args.heldout, random_state=args.seed,
-                                    higher_is_answerable=higher, delta=args.delta)
-        columns = [column for column in repeated.columns
-                   if column in ("threshold", "answerable_kept") or column.endswith("_refused")]
+        repeated = heldout_outcomes(
+            table,
+            args.signal,
+            rules,
+            n_splits=args.heldout,
+            random_state=args.seed,
+            higher_is_answerable=higher,
+            delta=args.delta,
+        )
+        columns = [
+            column
+            for column in repeated.columns
+            if column in ("threshold", "answerable_kept") or column.endswith("_refused")
+        ]
         summary = repeated.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95]).unstack()
         print(f"\nheld out over {args.heldout} stratified half splits (5th / 50th / 95th percentile):")
         with pd.option_context("display.width", 200, "display.max_columns", 50):
@@ -147,31 +182,55 @@ def main(argv=None) -> int:
     evaluate.add_argument("--seed", type=int, default=0)
 
     calibrate = commands.add_parser(
-        "calibrate", help="fit a threshold on a score table and show the per-slice outcome",
+        "calibrate",
+        help="fit a threshold on a score table and show the per-slice outcome",
         description="Works on any CSV with 'answerable' (true/false), 'slice' and a numeric signal column, "
-                    "for instance scores logged by a production system.")
+        "for instance scores logged by a production system.",
+    )
     calibrate.add_argument("scores", type=Path, help="score table CSV")
     calibrate.add_argument("--signal", default="dense_top1", help="signal column (default dense_top1)")
-    calibrate.add_argument("--rule", action="append", default=None,
-                           help="threshold rule, repeatable (default keep@1.0); one of: "
-                                + "; ".join(f"{name}@X: {meaning}" for name, meaning in _rules().items()))
-    calibrate.add_argument("--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules (default 0.1)")
-    calibrate.add_argument("--lower-is-answerable", action="store_true",
-                           help="the signal is low for answerable queries (default: registry direction, else high)")
-    calibrate.add_argument("--heldout", type=int, default=0, metavar="N",
-                           help="also fit on half of each slice and score the other half, over N random splits")
+    calibrate.add_argument(
+        "--rule",
+        action="append",
+        default=None,
+        help="threshold rule, repeatable (default keep@1.0); one of: "
+        + "; ".join(f"{name}@X: {meaning}" for name, meaning in _rules().items()),
+    )
+    calibrate.add_argument(
+        "--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules (default 0.1)"
+    )
+    calibrate.add_argument(
+        "--lower-is-answerable",
+        action="store_true",
+        help="the signal is low for answerable queries (default: registry direction, else high)",
+    )
+    calibrate.add_argument(
+        "--heldout",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also fit on half of each slice and score the other half, over N random splits",
+    )
     calibrate.add_argument("--seed", type=int, default=0)
 
     golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
-    golden.add_argument("--write", type=Path, default=None, metavar="FILE",
-                        help="write a new baseline to FILE instead of checking tests/golden/fastapi_minilm.json")
+    golden.add_argument(
+        "--write",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write a new baseline to FILE instead of checking tests/golden/fastapi_minilm.json",
+    )
     golden.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
 
     reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
     reproduce.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
-    reproduce.add_argument("--skip-notebooks", action="store_true",
-                           help="write results/ only; do not execute the notebooks (which write figures/)")
+    reproduce.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="write results/ only; do not execute the notebooks (which write figures/)",
+    )
 
     args = parser.parse_args(argv)
     try:
@@ -184,8 +243,9 @@ def main(argv=None) -> int:
             from .queries import load_queries
             from .reproduce import evaluate_runs
 
-            table = evaluate_runs(args.runs, load_queries(args.queries), n_resamples=args.resamples,
-                                  random_state=args.seed)
+            table = evaluate_runs(
+                args.runs, load_queries(args.queries), n_resamples=args.resamples, random_state=args.seed
+            )
             atomic_write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
             print(table.to_string(index=False, float_format=lambda value: f"{value:.3f}"))
         elif args.command == "calibrate":

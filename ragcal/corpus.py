@@ -80,7 +80,7 @@ def _split_front_matter(raw: str, source: Path) -> tuple[dict, str]:
         raise CorpusError(f"{source}: invalid YAML front matter: {error}") from error
     if not isinstance(metadata, dict):
         raise CorpusError(f"{source}: front matter must be a YAML mapping, got {type(metadata).__name__}")
-    return metadata, raw[match.end():]
+    return metadata, raw[match.end() :]
 
 
 def _resolve_include(target: str, include_root: Path) -> Path | None:
@@ -111,7 +111,7 @@ def _expand_includes(text: str, include_root: Path, source: Path) -> tuple[str, 
         line_range = _LINE_RANGE.search(match.group("options"))
         if line_range:
             first, last = int(line_range.group(1)), int(line_range.group(2))
-            code = "\n".join(code.splitlines()[first - 1:last])
+            code = "\n".join(code.splitlines()[first - 1 : last])
         language = _CODE_LANGUAGES.get(resolved.suffix, "")
         fence = "````" if "```" in code else "```"
         return f"{fence}{language}\n{code.rstrip()}\n{fence}"
@@ -119,8 +119,9 @@ def _expand_includes(text: str, include_root: Path, source: Path) -> tuple[str, 
     return _INCLUDE.sub(replace, text), tuple(missing)
 
 
-def load_document(path: Path, *, root: Path, expand_includes: bool = True,
-                  include_root: Path | None = None) -> Document:
+def load_document(
+    path: Path, *, root: Path, expand_includes: bool = True, include_root: Path | None = None
+) -> Document:
     """Read one Markdown file; see :func:`load_corpus` for the parameters."""
     path = Path(path)
     try:
@@ -148,8 +149,9 @@ def _strip_fences(text: str) -> str:
     return re.sub(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", "", text, flags=re.MULTILINE | re.DOTALL)
 
 
-def load_corpus(folder, *, expand_includes: bool = True, include_root=None,
-                exclude: tuple[str, ...] = ()) -> list[Document]:
+def load_corpus(
+    folder, *, expand_includes: bool = True, include_root=None, exclude: tuple[str, ...] = ()
+) -> list[Document]:
     """Load every ``*.md`` file below ``folder``, sorted by path.
 
     Parameters
@@ -188,6 +190,5 @@ def load_corpus(folder, *, expand_includes: bool = True, include_root=None,
         raise CorpusError(f"{root}: no Markdown (*.md) files found")
     include_root = Path(include_root) if include_root is not None else root.parent
     return [
-        load_document(path, root=root, expand_includes=expand_includes, include_root=include_root)
-        for path in paths
+        load_document(path, root=root, expand_includes=expand_includes, include_root=include_root) for path in paths
     ]

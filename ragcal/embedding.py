@@ -139,7 +139,9 @@ class EmbeddingCache:
             self._connection = self._open()
         except sqlite3.DatabaseError as error:
             aside = self.path.with_suffix(self.path.suffix + ".corrupt")
-            warnings.warn(f"{self.path}: unreadable embedding cache ({error}); moved to {aside}", CacheWarning, stacklevel=2)
+            warnings.warn(
+                f"{self.path}: unreadable embedding cache ({error}); moved to {aside}", CacheWarning, stacklevel=2
+            )
             os.replace(self.path, aside)
             self._connection = self._open()
 
@@ -167,7 +169,7 @@ class EmbeddingCache:
         bad = 0
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), 500):
-            batch = unique[start:start + 500]
+            batch = unique[start : start + 500]
             rows = self._connection.execute(
                 f"SELECT text_sha256, dim, vector, checksum FROM embeddings WHERE model = ? "
                 f"AND text_sha256 IN ({','.join('?' * len(batch))})",
@@ -175,13 +177,20 @@ class EmbeddingCache:
             ).fetchall()
             for key, row_dim, blob, checksum in rows:
                 vector = np.frombuffer(blob, dtype=np.float32) if len(blob) % 4 == 0 else np.empty(0, np.float32)
-                if (row_dim != dim or vector.size != dim or _vector_checksum(blob) != checksum
-                        or not np.isfinite(vector).all() or abs(float(vector @ vector) - 1.0) > 1e-3):
+                if (
+                    row_dim != dim
+                    or vector.size != dim
+                    or _vector_checksum(blob) != checksum
+                    or not np.isfinite(vector).all()
+                    or abs(float(vector @ vector) - 1.0) > 1e-3
+                ):
                     bad += 1
                     continue
                 found[key] = vector
         if bad:
-            warnings.warn(f"{self.path}: {bad} corrupt embedding cache entries will be recomputed", CacheWarning, stacklevel=2)
+            warnings.warn(
+                f"{self.path}: {bad} corrupt embedding cache entries will be recomputed", CacheWarning, stacklevel=2
+            )
         return {position: found[key] for position, key in enumerate(keys) if key in found}
 
     def put(self, model: str, texts: list[str], vectors: np.ndarray) -> None:
@@ -217,8 +226,15 @@ class Embedder:
     The model is loaded on first use, not at construction.
     """
 
-    def __init__(self, model: str = DEFAULT_MODEL, *, cache_dir=None, use_cache: bool = True,
-                 batch_size: int = 64, device: str = "cpu"):
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        cache_dir=None,
+        use_cache: bool = True,
+        batch_size: int = 64,
+        device: str = "cpu",
+    ):
         self.spec = resolve_model(model)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.use_cache = use_cache
@@ -294,7 +310,9 @@ class Embedder:
         texts = [str(text) for text in texts]
         if not self.use_cache:
             self.last_stats = {"cached": 0, "encoded": len(texts)}
-            return self._encode_uncached(texts, show_progress_bar) if texts else np.zeros((0, self.dimension), np.float32)
+            return (
+                self._encode_uncached(texts, show_progress_bar) if texts else np.zeros((0, self.dimension), np.float32)
+            )
         if self._cache is None:
             self._cache = EmbeddingCache(self.cache_dir / "embeddings.sqlite")
         fingerprint, dimension = self.fingerprint, self.dimension

@@ -29,23 +29,32 @@ GOLDEN_FILE = Path(__file__).resolve().parent.parent / "tests" / "golden" / "fas
 GOLDEN_IDS = ("a01", "a04", "a05", "a27", "a53", "a73", "a87", "n01", "n02", "n37", "n44", "u01", "u03", "u21")
 
 
-def golden_snapshot(index, queries, *, ids=GOLDEN_IDS, rule: str = "keep@1.0", tolerance: float = 0.005,
-                    band: float = 0.02) -> dict:
+def golden_snapshot(
+    index, queries, *, ids=GOLDEN_IDS, rule: str = "keep@1.0", tolerance: float = 0.005, band: float = 0.02
+) -> dict:
     """Pinned values for the golden file, computed with ``index`` on the labeled ``queries``."""
-    top1 = {query_id: result.score_at(1) for query_id, result in
-            zip(queries["id"], index.dense.search(list(queries["query"]), k=1))}
+    top1 = {
+        query_id: result.score_at(1)
+        for query_id, result in zip(queries["id"], index.dense.search(list(queries["query"]), k=1))
+    }
     missing = [query_id for query_id in ids if query_id not in top1]
     if missing:
         raise ValueError(f"golden ids not in the query file: {missing}")
     threshold = fit_threshold(rule, np.array([top1[query_id] for query_id in queries["id"]]), queries["answerable"])
     return {
         "model_fingerprint": index.config["model_fingerprint"],
-        "chunking": {key: index.config[key] for key in ("chunker", "max_tokens", "expand_includes", "n_chunks")
-                     if key in index.config},
+        "chunking": {
+            key: index.config[key]
+            for key in ("chunker", "max_tokens", "expand_includes", "n_chunks")
+            if key in index.config
+        },
         "tolerance": tolerance,
         "dense_top1": {query_id: round(top1[query_id], 6) for query_id in ids},
-        "threshold": {"rule": rule, "value": round(threshold, 6),
-                      "band": [round(threshold - band, 4), round(threshold + band, 4)]},
+        "threshold": {
+            "rule": rule,
+            "value": round(threshold, 6),
+            "band": [round(threshold - band, 4), round(threshold + band, 4)],
+        },
     }
 
 

@@ -33,15 +33,23 @@ class ThresholdExplorer:
         Fitted thresholds, marked alongside the slider's.
     """
 
-    def __init__(self, table: pd.DataFrame, signal: str = "dense_top1", *, higher_is_answerable: bool = True,
-                 rules=("keep@1.0", "keep@0.95")):
+    def __init__(
+        self,
+        table: pd.DataFrame,
+        signal: str = "dense_top1",
+        *,
+        higher_is_answerable: bool = True,
+        rules=("keep@1.0", "keep@0.95"),
+    ):
         self.table = table
         self.signal = signal
         self.higher_is_answerable = higher_is_answerable
         self.distribution = ScoreDistributionDisplay.from_score_table(
-            table, signal, rules=rules, higher_is_answerable=higher_is_answerable)
+            table, signal, rules=rules, higher_is_answerable=higher_is_answerable
+        )
         self.tradeoff = TradeoffDisplay.from_score_table(
-            table, signal, thresholds=self.distribution.thresholds, higher_is_answerable=higher_is_answerable)
+            table, signal, thresholds=self.distribution.thresholds, higher_is_answerable=higher_is_answerable
+        )
         scores = table[signal].dropna()
         self.low, self.high = float(scores.min()), float(scores.max())
 
@@ -50,12 +58,17 @@ class ThresholdExplorer:
         outcome = outcome_table(self.table, self.signal, [threshold], higher_is_answerable=self.higher_is_answerable)
         row = outcome.iloc[0]
         groups = [column[: -len("_k")] for column in outcome.columns if column.endswith("_k")]
-        return pd.DataFrame([{
-            "group": group.replace("_", " "),
-            "count": f"{int(row[group + '_k'])}/{int(row[group.rsplit('_', 1)[0] + '_n'])}",
-            "share": row[group],
-            "95% interval": f"[{row[group + '_low']:.2f}, {row[group + '_high']:.2f}]",
-        } for group in groups])
+        return pd.DataFrame(
+            [
+                {
+                    "group": group.replace("_", " "),
+                    "count": f"{int(row[group + '_k'])}/{int(row[group.rsplit('_', 1)[0] + '_n'])}",
+                    "share": row[group],
+                    "95% interval": f"[{row[group + '_low']:.2f}, {row[group + '_high']:.2f}]",
+                }
+                for group in groups
+            ]
+        )
 
     def figure_at(self, threshold: float):
         """Distribution and trade-off side by side, with ``threshold`` marked."""
@@ -85,10 +98,19 @@ class ThresholdExplorer:
         """An ipywidgets slider that redraws :meth:`show` on every move."""
         import ipywidgets as widgets
 
-        start = self.distribution.thresholds.get("keep@1.0", (self.low + self.high) / 2) if threshold is None else threshold
-        slider = widgets.FloatSlider(value=round(start, 3), min=round(self.low, 3), max=round(self.high, 3), step=step,
-                                     description=self.signal, readout_format=".3f", continuous_update=False,
-                                     layout=widgets.Layout(width="60%"))
+        start = (
+            self.distribution.thresholds.get("keep@1.0", (self.low + self.high) / 2) if threshold is None else threshold
+        )
+        slider = widgets.FloatSlider(
+            value=round(start, 3),
+            min=round(self.low, 3),
+            max=round(self.high, 3),
+            step=step,
+            description=self.signal,
+            readout_format=".3f",
+            continuous_update=False,
+            layout=widgets.Layout(width="60%"),
+        )
         output = widgets.Output()
 
         def redraw(change=None):

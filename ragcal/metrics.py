@@ -66,7 +66,9 @@ def read_trec_run(path) -> pd.DataFrame:
                 continue
             parts = line.split()
             if len(parts) != 6:
-                raise ValueError(f"{path}, line {line_number}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}")
+                raise ValueError(
+                    f"{path}, line {line_number}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}"
+                )
             try:
                 rows.append((parts[0], parts[2], int(parts[3]), float(parts[4]), parts[5]))
             except ValueError as error:
@@ -142,8 +144,15 @@ def bootstrap_mean_ci(values, *, n_resamples: int = 2000, confidence: float = 0.
     return float(values.mean()), float(low), float(high)
 
 
-def retrieval_metrics(runs: dict, gold: dict, *, metrics=RETRIEVAL_METRICS, n_resamples: int = 2000,
-                      confidence: float = 0.95, random_state=0) -> pd.DataFrame:
+def retrieval_metrics(
+    runs: dict,
+    gold: dict,
+    *,
+    metrics=RETRIEVAL_METRICS,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    random_state=0,
+) -> pd.DataFrame:
     """Mean retrieval metrics with bootstrap intervals for several runs.
 
     Parameters
@@ -163,10 +172,19 @@ def retrieval_metrics(runs: dict, gold: dict, *, metrics=RETRIEVAL_METRICS, n_re
     for name, run in runs.items():
         per_query = per_query_retrieval_metrics(run, gold, metrics=metrics)
         for metric in per_query.columns:
-            value, low, high = bootstrap_mean_ci(per_query[metric], n_resamples=n_resamples,
-                                                 confidence=confidence, random_state=random_state)
-            rows.append({"retriever": name, "metric": metric, "value": value, "ci_low": low, "ci_high": high,
-                         "n_queries": len(per_query)})
+            value, low, high = bootstrap_mean_ci(
+                per_query[metric], n_resamples=n_resamples, confidence=confidence, random_state=random_state
+            )
+            rows.append(
+                {
+                    "retriever": name,
+                    "metric": metric,
+                    "value": value,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n_queries": len(per_query),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -174,13 +192,17 @@ def _check_binary(y_true, y_score, function: str):
     y_true = np.asarray(y_true)
     y_score = np.asarray(y_score, dtype=float)
     if y_true.shape != y_score.shape or y_true.ndim != 1:
-        raise ValueError(f"{function}: y_true and y_score must be 1-D of the same length; got {y_true.shape} and {y_score.shape}")
+        raise ValueError(
+            f"{function}: y_true and y_score must be 1-D of the same length; got {y_true.shape} and {y_score.shape}"
+        )
     if np.isnan(y_score).any():
         raise ValueError(f"{function}: y_score contains NaN; drop or impute those queries first")
     return y_true.astype(bool), y_score
 
 
-def auc_bootstrap(y_true, y_score, *, n_resamples: int = 2000, random_state=0, batch_size: int | None = None) -> np.ndarray:
+def auc_bootstrap(
+    y_true, y_score, *, n_resamples: int = 2000, random_state=0, batch_size: int | None = None
+) -> np.ndarray:
     """AUC of stratified bootstrap resamples, vectorised.
 
     Positives and negatives are resampled separately, so every resample has
@@ -229,12 +251,19 @@ def auc_bootstrap(y_true, y_score, *, n_resamples: int = 2000, random_state=0, b
         credit = np.take_along_axis(cumulative, np.broadcast_to(below, (batch, n_pos)), axis=1)
         if tied.size:
             credit[:, tied] += 0.5 * (cumulative[:, up_to[tied]] - cumulative[:, below[tied]])
-        out[start:start + batch] = np.take_along_axis(credit, positive_draws, axis=1).sum(axis=1, dtype=np.float64)
+        out[start : start + batch] = np.take_along_axis(credit, positive_draws, axis=1).sum(axis=1, dtype=np.float64)
     return out / (n_pos * n_neg)
 
 
-def auc_with_ci(y_true, y_score, *, n_resamples: int = 2000, confidence: float = 0.95, random_state=0,
-                higher_is_positive: bool = True):
+def auc_with_ci(
+    y_true,
+    y_score,
+    *,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    random_state=0,
+    higher_is_positive: bool = True,
+):
     """ROC AUC (sklearn) with a stratified percentile bootstrap interval.
 
     Parameters
@@ -259,10 +288,16 @@ def auc_with_ci(y_true, y_score, *, n_resamples: int = 2000, confidence: float =
     if not higher_is_positive:
         y_score = -y_score
     if y_true.all() or not y_true.any():
-        warnings.warn("auc_with_ci: only one class present; AUC is undefined, returning NaN", DegenerateInputWarning, stacklevel=2)
+        warnings.warn(
+            "auc_with_ci: only one class present; AUC is undefined, returning NaN", DegenerateInputWarning, stacklevel=2
+        )
         return (np.nan, np.nan, np.nan)
     if np.all(y_score == y_score[0]):
-        warnings.warn("auc_with_ci: the score is constant; AUC carries no information, returning NaN", DegenerateInputWarning, stacklevel=2)
+        warnings.warn(
+            "auc_with_ci: the score is constant; AUC carries no information, returning NaN",
+            DegenerateInputWarning,
+            stacklevel=2,
+        )
         return (np.nan, np.nan, np.nan)
     auc = float(roc_auc_score(y_true, y_score))
     resampled = auc_bootstrap(y_true, y_score, n_resamples=n_resamples, random_state=random_state)
@@ -279,9 +314,13 @@ SCORE_KEY_COLUMNS = ("id", "query", "answerable", "slice")
 
 def signal_columns(table: pd.DataFrame) -> list[str]:
     """The numeric columns of a score table other than its key columns."""
-    return [column for column in table.columns
-            if column not in SCORE_KEY_COLUMNS and pd.api.types.is_numeric_dtype(table[column])
-            and not pd.api.types.is_bool_dtype(table[column])]
+    return [
+        column
+        for column in table.columns
+        if column not in SCORE_KEY_COLUMNS
+        and pd.api.types.is_numeric_dtype(table[column])
+        and not pd.api.types.is_bool_dtype(table[column])
+    ]
 
 
 def unanswerable_slices(table: pd.DataFrame) -> list[str]:
@@ -298,15 +337,19 @@ def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score t
     """Validate the columns calibration needs; return a copy with a boolean ``answerable``."""
     missing = [column for column in ("answerable", "slice", *signals) if column not in table.columns]
     if missing:
-        raise ValueError(f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(table.columns)}")
+        raise ValueError(
+            f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(table.columns)}"
+        )
     table = table.copy()
     if table["answerable"].dtype != bool:
         lowered = table["answerable"].astype(str).str.strip().str.lower()
         bad = ~lowered.isin(["true", "false", "1", "0"])
         if bad.any():
             row = int(np.nonzero(bad.to_numpy())[0][0])
-            raise ValueError(f"{source}, row {row + 1}, column 'answerable': expected true or false, got "
-                             f"{table['answerable'].iloc[row]!r}")
+            raise ValueError(
+                f"{source}, row {row + 1}, column 'answerable': expected true or false, got "
+                f"{table['answerable'].iloc[row]!r}"
+            )
         table["answerable"] = lowered.isin(["true", "1"])
     for signal in signals:
         if not pd.api.types.is_numeric_dtype(table[signal]):
@@ -317,7 +360,9 @@ def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score t
 def _drop_nan(table: pd.DataFrame, signal: str) -> pd.DataFrame:
     missing = int(table[signal].isna().sum())
     if missing:
-        warnings.warn(f"{signal}: {missing} queries with a NaN score are left out", DegenerateInputWarning, stacklevel=3)
+        warnings.warn(
+            f"{signal}: {missing} queries with a NaN score are left out", DegenerateInputWarning, stacklevel=3
+        )
     return table[~table[signal].isna()]
 
 
@@ -335,8 +380,15 @@ def clopper_pearson(successes, trials, *, confidence: float = 0.95):
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
 
-def outcome_table(table: pd.DataFrame, signal: str, thresholds, *, higher_is_answerable: bool = True,
-                  intervals: bool = True, confidence: float = 0.95) -> pd.DataFrame:
+def outcome_table(
+    table: pd.DataFrame,
+    signal: str,
+    thresholds,
+    *,
+    higher_is_answerable: bool = True,
+    intervals: bool = True,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
     """Per-slice outcome of answering when the signal clears each threshold.
 
     Parameters
@@ -364,8 +416,10 @@ def outcome_table(table: pd.DataFrame, signal: str, thresholds, *, higher_is_ans
     answerable = table["answerable"].to_numpy(dtype=bool)
     scores = table[signal].to_numpy(dtype=float)
     groups = [("answerable", "kept", answerable)]
-    groups += [(slice_column(name), "refused", (table["slice"] == name).to_numpy() & ~answerable)
-               for name in unanswerable_slices(table)]
+    groups += [
+        (slice_column(name), "refused", (table["slice"] == name).to_numpy() & ~answerable)
+        for name in unanswerable_slices(table)
+    ]
     groups.append(("unanswerable", "refused", ~answerable))
     columns = {"threshold": thresholds}
     for group, outcome, mask in groups:
@@ -379,14 +433,17 @@ def outcome_table(table: pd.DataFrame, signal: str, thresholds, *, higher_is_ans
         with np.errstate(invalid="ignore", divide="ignore"):
             columns[name] = count / ordered.size if ordered.size else np.full(thresholds.size, np.nan)
         if intervals:
-            columns[f"{name}_low"], columns[f"{name}_high"] = clopper_pearson(count, ordered.size, confidence=confidence)
+            columns[f"{name}_low"], columns[f"{name}_high"] = clopper_pearson(
+                count, ordered.size, confidence=confidence
+            )
         columns[f"{name}_k"] = count
         columns[f"{group}_n"] = np.full(thresholds.size, ordered.size)
     return pd.DataFrame(columns)
 
 
-def sweep(table: pd.DataFrame, signal: str, *, grid=None, higher_is_answerable: bool = True,
-          confidence: float = 0.95) -> pd.DataFrame:
+def sweep(
+    table: pd.DataFrame, signal: str, *, grid=None, higher_is_answerable: bool = True, confidence: float = 0.95
+) -> pd.DataFrame:
     """:func:`outcome_table` over a grid and over every distinct score.
 
     Parameters
@@ -409,7 +466,9 @@ def sweep(table: pd.DataFrame, signal: str, *, grid=None, higher_is_answerable: 
     distinct = np.unique(scores)
     thresholds = np.union1d(grid, distinct)
     source = np.where(np.isin(thresholds, grid), np.where(np.isin(thresholds, distinct), "grid+score", "grid"), "score")
-    outcomes = outcome_table(table, signal, thresholds, higher_is_answerable=higher_is_answerable, confidence=confidence)
+    outcomes = outcome_table(
+        table, signal, thresholds, higher_is_answerable=higher_is_answerable, confidence=confidence
+    )
     outcomes.insert(0, "source", source)
     outcomes.insert(0, "signal", signal)
     return outcomes
@@ -419,16 +478,26 @@ def group_stats(table: pd.DataFrame, signals=None) -> pd.DataFrame:
     """Count, mean, median, min and max of each signal per slice (the published first table)."""
     signals = list(signals) if signals is not None else signal_columns(table)
     frames = [
-        table.groupby("slice", sort=False)[signal].agg(["count", "mean", "median", "min", "max"])
-        .rename(columns={"count": "n"}).reset_index().assign(signal=signal)
+        table.groupby("slice", sort=False)[signal]
+        .agg(["count", "mean", "median", "min", "max"])
+        .rename(columns={"count": "n"})
+        .reset_index()
+        .assign(signal=signal)
         for signal in signals
     ]
     stats = pd.concat(frames, ignore_index=True)
     return stats[["signal", "slice", "n", "mean", "median", "min", "max"]]
 
 
-def auc_table(table: pd.DataFrame, signals=None, *, directions=None, n_resamples: int = 2000,
-              confidence: float = 0.95, random_state=0) -> pd.DataFrame:
+def auc_table(
+    table: pd.DataFrame,
+    signals=None,
+    *,
+    directions=None,
+    n_resamples: int = 2000,
+    confidence: float = 0.95,
+    random_state=0,
+) -> pd.DataFrame:
     """AUC with a stratified bootstrap interval for each signal and comparison.
 
     Comparisons: answerable vs all unanswerable, then answerable vs each
@@ -457,12 +526,27 @@ def auc_table(table: pd.DataFrame, signals=None, *, directions=None, n_resamples
             labels = subset["answerable"].to_numpy(dtype=bool)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", DegenerateInputWarning)
-                auc, low, high = auc_with_ci(labels, subset[signal].to_numpy(dtype=float), n_resamples=n_resamples,
-                                             confidence=confidence, random_state=random_state,
-                                             higher_is_positive=directions.get(signal, True))
+                auc, low, high = auc_with_ci(
+                    labels,
+                    subset[signal].to_numpy(dtype=float),
+                    n_resamples=n_resamples,
+                    confidence=confidence,
+                    random_state=random_state,
+                    higher_is_positive=directions.get(signal, True),
+                )
             for warning in caught:
-                warnings.warn(f"{signal} (answerable vs {comparison}): {warning.message}", DegenerateInputWarning,
-                              stacklevel=2)
-            rows.append({"signal": signal, "comparison": comparison, "auc": auc, "ci_low": low, "ci_high": high,
-                         "n_answerable": int(labels.sum()), "n_unanswerable": int((~labels).sum())})
+                warnings.warn(
+                    f"{signal} (answerable vs {comparison}): {warning.message}", DegenerateInputWarning, stacklevel=2
+                )
+            rows.append(
+                {
+                    "signal": signal,
+                    "comparison": comparison,
+                    "auc": auc,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "n_answerable": int(labels.sum()),
+                    "n_unanswerable": int((~labels).sum()),
+                }
+            )
     return pd.DataFrame(rows)

@@ -63,8 +63,9 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     source = Path(source)
     notebook = jupytext.read(source)
     _inject_parameters(notebook, parameters or {})
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(source.parent)}})
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(source.parent)}}
+    )
     client.execute()
     if output is not None:
         atomic_write_text(output, nbformat.writes(notebook))

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from .calibration import fit_threshold
-from .metrics import auc_with_ci, check_score_table, outcome_table, slice_column, sweep, unanswerable_slices
+from .metrics import auc_with_ci, check_score_table, slice_column, sweep, unanswerable_slices
 
 __all__ = [
     "OKABE_ITO",
@@ -147,9 +147,17 @@ class ScoreDistributionDisplay:
     jitter: dict = field(repr=False)
 
     @classmethod
-    def from_score_table(cls, table: pd.DataFrame, signal: str = "dense_top1", *, thresholds=None,
-                         rules=("keep@1.0",), higher_is_answerable: bool = True, bins: int = 30,
-                         random_state=0) -> "ScoreDistributionDisplay":
+    def from_score_table(
+        cls,
+        table: pd.DataFrame,
+        signal: str = "dense_top1",
+        *,
+        thresholds=None,
+        rules=("keep@1.0",),
+        higher_is_answerable: bool = True,
+        bins: int = 30,
+        random_state=0,
+    ) -> "ScoreDistributionDisplay":
         """Compute from a score table.
 
         Parameters
@@ -161,8 +169,10 @@ class ScoreDistributionDisplay:
         table = check_score_table(table, [signal])
         table = table[~table[signal].isna()]
         if thresholds is None:
-            thresholds = {rule: fit_threshold(rule, table[signal], table["answerable"],
-                                              higher_is_answerable=higher_is_answerable) for rule in rules}
+            thresholds = {
+                rule: fit_threshold(rule, table[signal], table["answerable"], higher_is_answerable=higher_is_answerable)
+                for rule in rules
+            }
         slices = list(pd.unique(table["slice"]))
         scores = {name: np.sort(table.loc[table["slice"] == name, signal].to_numpy(dtype=float)) for name in slices}
         rng = np.random.default_rng(random_state)
@@ -173,8 +183,10 @@ class ScoreDistributionDisplay:
     def plot(self, ax=None, *, kind: str = "hist", legend: bool = True) -> "ScoreDistributionDisplay":
         """Draw as ``"hist"`` (step histograms), ``"ecdf"`` or ``"strip"`` (one row per slice)."""
         if kind not in ("hist", "ecdf", "strip"):
-            raise ValueError(f"The 'kind' parameter of ScoreDistributionDisplay.plot must be one of "
-                             f"('hist', 'ecdf', 'strip'). Got {kind!r} instead.")
+            raise ValueError(
+                f"The 'kind' parameter of ScoreDistributionDisplay.plot must be one of "
+                f"('hist', 'ecdf', 'strip'). Got {kind!r} instead."
+            )
         with figure_style():
             ax = _new_axes(ax)
             colours = slice_colours(self.scores)
@@ -182,13 +194,21 @@ class ScoreDistributionDisplay:
             for position, (name, values) in enumerate(self.scores.items()):
                 label = f"{name} (n={values.size})"
                 if kind == "hist":
-                    self.artists_[name] = ax.hist(values, bins=self.bins, histtype="step", linewidth=1.5,
-                                                  color=colours[name], label=label)[2]
+                    self.artists_[name] = ax.hist(
+                        values, bins=self.bins, histtype="step", linewidth=1.5, color=colours[name], label=label
+                    )[2]
                 elif kind == "ecdf":
                     self.artists_[name] = ax.ecdf(values, color=colours[name], linewidth=1.5, label=label)
                 else:
-                    self.artists_[name] = ax.scatter(values, position + self.jitter[name], s=9, alpha=0.7,
-                                                     color=colours[name], label=label, linewidths=0)
+                    self.artists_[name] = ax.scatter(
+                        values,
+                        position + self.jitter[name],
+                        s=9,
+                        alpha=0.7,
+                        color=colours[name],
+                        label=label,
+                        linewidths=0,
+                    )
             self.threshold_lines_ = _mark_thresholds(ax, self.thresholds)
             ax.set_xlabel(f"{self.signal}")
             ax.set_ylabel({"hist": "queries", "ecdf": "share of queries at or below", "strip": ""}[kind])
@@ -226,9 +246,17 @@ class RocDisplay:
     comparison: str
 
     @classmethod
-    def from_score_table(cls, table: pd.DataFrame, signals=("dense_top1",), *, directions=None,
-                         comparison: str = "all unanswerable", n_resamples: int = 2000, n_band_resamples: int = 300,
-                         random_state=0) -> "RocDisplay":
+    def from_score_table(
+        cls,
+        table: pd.DataFrame,
+        signals=("dense_top1",),
+        *,
+        directions=None,
+        comparison: str = "all unanswerable",
+        n_resamples: int = 2000,
+        n_band_resamples: int = 300,
+        random_state=0,
+    ) -> "RocDisplay":
         """Compute ROC curves, AUC intervals (``n_resamples``) and bands (``n_band_resamples``).
 
         ``directions`` maps a signal to ``higher_is_answerable`` (default
@@ -280,22 +308,35 @@ class RocDisplay:
             for signal, (fpr, tpr) in self.curves.items():
                 colour = next(colours)
                 auc, low, high = self.aucs[signal]
-                (self.lines_[signal],) = ax.plot(fpr, tpr, color=colour, linewidth=1.5, drawstyle="steps-post",
-                                                 label=f"{signal}: {auc:.3f} [{low:.3f}, {high:.3f}]")
+                (self.lines_[signal],) = ax.plot(
+                    fpr,
+                    tpr,
+                    color=colour,
+                    linewidth=1.5,
+                    drawstyle="steps-post",
+                    label=f"{signal}: {auc:.3f} [{low:.3f}, {high:.3f}]",
+                )
                 if signal in band_signals:
                     grid, band_low, band_high = self.bands[signal]
-                    self.bands_[signal] = ax.fill_between(grid, band_low, band_high, color=colour, alpha=0.15,
-                                                          linewidth=0, step="post")
+                    self.bands_[signal] = ax.fill_between(
+                        grid, band_low, band_high, color=colour, alpha=0.15, linewidth=0, step="post"
+                    )
             if chance:
-                (self.chance_line_,) = ax.plot([0, 1], [0, 1], color="#777777", linestyle=":", linewidth=1,
-                                               label="chance: 0.5")
+                (self.chance_line_,) = ax.plot(
+                    [0, 1], [0, 1], color="#777777", linestyle=":", linewidth=1, label="chance: 0.5"
+                )
             ax.set_xlim(-0.01, 1.01)
             ax.set_ylim(-0.01, 1.01)
             ax.set_aspect("equal")
             ax.set_xlabel(f"share of {self.comparison} answered (FPR)")
             ax.set_ylabel("share of answerable answered (TPR)")
-            ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.16), title="AUC with 95% bootstrap interval",
-                      title_fontsize=8, alignment="left")
+            ax.legend(
+                loc="upper left",
+                bbox_to_anchor=(0.0, -0.16),
+                title="AUC with 95% bootstrap interval",
+                title_fontsize=8,
+                alignment="left",
+            )
             self.ax_, self.figure_ = ax, ax.figure
         return self
 
@@ -323,14 +364,25 @@ class TradeoffDisplay:
     thresholds: dict
 
     @classmethod
-    def from_score_table(cls, table: pd.DataFrame, signal: str = "dense_top1", *, thresholds=None,
-                         rules=("keep@1.0", "keep@0.95"), higher_is_answerable: bool = True,
-                         grid_size: int = 200) -> "TradeoffDisplay":
+    def from_score_table(
+        cls,
+        table: pd.DataFrame,
+        signal: str = "dense_top1",
+        *,
+        thresholds=None,
+        rules=("keep@1.0", "keep@0.95"),
+        higher_is_answerable: bool = True,
+        grid_size: int = 200,
+    ) -> "TradeoffDisplay":
         table = check_score_table(table, [signal])
         finite = table[~table[signal].isna()]
         if thresholds is None:
-            thresholds = {rule: fit_threshold(rule, finite[signal], finite["answerable"],
-                                              higher_is_answerable=higher_is_answerable) for rule in rules}
+            thresholds = {
+                rule: fit_threshold(
+                    rule, finite[signal], finite["answerable"], higher_is_answerable=higher_is_answerable
+                )
+                for rule in rules
+            }
         low, high = finite[signal].min(), finite[signal].max()
         margin = 0.02 * (high - low)
         grid = np.linspace(low - margin, high + margin, grid_size)
@@ -343,18 +395,31 @@ class TradeoffDisplay:
     def plot(self, ax=None, *, intervals: bool = True) -> "TradeoffDisplay":
         with figure_style():
             ax = _new_axes(ax, size=(4.6, 2.9))
-            colours = slice_colours(["answerable", *[label[: -len(" refused")] for label in list(self.groups.values())[1:]]])
+            colours = slice_colours(
+                ["answerable", *[label[: -len(" refused")] for label in list(self.groups.values())[1:]]]
+            )
             self.lines_, self.bands_ = {}, {}
             for column, label in self.groups.items():
                 name = "answerable" if column == "answerable_kept" else label[: -len(" refused")]
                 colour = colours[name]
                 style = "-" if column == "answerable_kept" else "--"
-                (self.lines_[column],) = ax.plot(self.curves["threshold"], self.curves[column], color=colour,
-                                                 linestyle=style, linewidth=1.6, label=label)
+                (self.lines_[column],) = ax.plot(
+                    self.curves["threshold"],
+                    self.curves[column],
+                    color=colour,
+                    linestyle=style,
+                    linewidth=1.6,
+                    label=label,
+                )
                 if intervals:
-                    self.bands_[column] = ax.fill_between(self.curves["threshold"], self.curves[f"{column}_low"],
-                                                          self.curves[f"{column}_high"], color=colour, alpha=0.15,
-                                                          linewidth=0)
+                    self.bands_[column] = ax.fill_between(
+                        self.curves["threshold"],
+                        self.curves[f"{column}_low"],
+                        self.curves[f"{column}_high"],
+                        color=colour,
+                        alpha=0.15,
+                        linewidth=0,
+                    )
             self.threshold_lines_ = _mark_thresholds(ax, self.thresholds)
             ax.set_ylim(-0.02, 1.02)
             ax.set_xlabel(f"{self.signal} threshold (answer at or above)")
@@ -387,8 +452,11 @@ class HeldoutDisplay:
     @classmethod
     def from_heldout(cls, outcomes: pd.DataFrame, *, measures=None) -> "HeldoutDisplay":
         if measures is None:
-            refused = [column for column in outcomes.columns
-                       if column.endswith("_refused") and column != "unanswerable_refused"]
+            refused = [
+                column
+                for column in outcomes.columns
+                if column.endswith("_refused") and column != "unanswerable_refused"
+            ]
             measures = {"answerable_kept": "answerable kept"}
             measures.update({column: column[: -len("_refused")].replace("_", "-") + " refused" for column in refused})
         missing = [column for column in ("rule", *measures) if column not in outcomes.columns]
@@ -399,21 +467,39 @@ class HeldoutDisplay:
     def plot(self, ax=None) -> "HeldoutDisplay":
         with figure_style():
             ax = _new_axes(ax, size=(6.4, 3.1))
-            names = ["answerable" if column == "answerable_kept" else label[: -len(" refused")]
-                     for column, label in self.measures.items()]
+            names = [
+                "answerable" if column == "answerable_kept" else label[: -len(" refused")]
+                for column, label in self.measures.items()
+            ]
             colours = slice_colours(names)
             width = 0.8 / len(self.measures)
             self.boxes_ = {}
             for index, ((column, label), name) in enumerate(zip(self.measures.items(), names)):
-                data = [self.outcomes.loc[self.outcomes["rule"] == rule, column].dropna().to_numpy() for rule in self.rules]
+                data = [
+                    self.outcomes.loc[self.outcomes["rule"] == rule, column].dropna().to_numpy() for rule in self.rules
+                ]
                 positions = np.arange(len(self.rules)) + (index - (len(self.measures) - 1) / 2) * width
                 self.boxes_[column] = ax.boxplot(
-                    data, positions=positions, widths=width * 0.85, patch_artist=True, whis=(5, 95),
-                    showfliers=False, medianprops={"color": "#000000"}, showmeans=True,
-                    meanprops={"marker": "o", "markersize": 4, "markerfacecolor": colours[name],
-                               "markeredgecolor": "#000000", "markeredgewidth": 0.6},
+                    data,
+                    positions=positions,
+                    widths=width * 0.85,
+                    patch_artist=True,
+                    whis=(5, 95),
+                    showfliers=False,
+                    medianprops={"color": "#000000"},
+                    showmeans=True,
+                    meanprops={
+                        "marker": "o",
+                        "markersize": 4,
+                        "markerfacecolor": colours[name],
+                        "markeredgecolor": "#000000",
+                        "markeredgewidth": 0.6,
+                    },
                     boxprops={"facecolor": colours[name], "alpha": 0.75, "edgecolor": colours[name]},
-                    whiskerprops={"color": colours[name]}, capprops={"color": colours[name]}, label=label)
+                    whiskerprops={"color": colours[name]},
+                    capprops={"color": colours[name]},
+                    label=label,
+                )
             ax.set_xticks(np.arange(len(self.rules)), self.rules, rotation=15, ha="right")
             ax.set_ylim(-0.02, 1.02)
             ax.set_ylabel("held-out share\n(box: quartiles, whiskers: 5-95%,\ndot: mean)")

@@ -12,9 +12,17 @@ import pandas as pd
 
 from . import published
 
-__all__ = ["group_stats_section", "auc_section", "sweep_section", "heldout_section", "rule_of_thumb_section",
-           "empty_section", "differences_section",
-           "HELDOUT_RULES", "GUARANTEE_RULE"]
+__all__ = [
+    "group_stats_section",
+    "auc_section",
+    "sweep_section",
+    "heldout_section",
+    "rule_of_thumb_section",
+    "empty_section",
+    "differences_section",
+    "HELDOUT_RULES",
+    "GUARANTEE_RULE",
+]
 
 #: Rules compared over repeated splits (delta = 0.1 for the two guarantees).
 HELDOUT_RULES = ("keep@1.0", "keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5")
@@ -31,46 +39,62 @@ def _interval(value, low, high, digits=3) -> str:
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def differences_section(table: pd.DataFrame, aucs: pd.DataFrame, signal: str = "dense_top1", *, n_chunks: int,
-                        n_pages: int) -> str:
+def differences_section(
+    table: pd.DataFrame, aucs: pd.DataFrame, signal: str = "dense_top1", *, n_chunks: int, n_pages: int
+) -> str:
     """Why our numbers are not the published ones: the setup differences, with the extreme questions named."""
     near = table[table["slice"] == "near-domain"].nlargest(3, signal)
     lowest = table[table["answerable"].astype(bool)].nsmallest(3, signal)
 
     def listing(rows):
-        return "; ".join(f"{row.id} \"{row.query}\" ({getattr(row, signal):.3f})" for row in rows.itertuples())
+        return "; ".join(f'{row.id} "{row.query}" ({getattr(row, signal):.3f})' for row in rows.itertuples())
 
     counts = table["slice"].value_counts()
     overall = aucs[aucs["comparison"] == "all unanswerable"].set_index("signal")["auc"]
     bm25 = [name for name in ("bm25_top1_raw", "bm25_top1_stopwords") if name in overall.index]
     higher = [name for name in bm25 if overall[name] > published.AUC[name]]
-    bm25_note = (f"Our BM25 AUCs are {'higher' if len(higher) == len(bm25) else 'not all higher'} than the published "
-                 "ones (" + ", ".join(f"{name} {overall[name]:.3f} vs {published.AUC[name]:.3f}" for name in bm25) + ").")
-    return "\n".join([
-        "## Why our numbers differ from the published ones", "",
-        f"- **Questions.** {len(table)} questions ({', '.join(f'{n} {name}' for name, n in counts.items())}) "
-        "against 60 (30 / 15 / 15), written by a different person. About a quarter of our answerable questions hinge "
-        "on an exact term (a class, a parameter, a status code), which favours BM25. " + bm25_note,
-        "- **Near-domain slice.** Ours includes grey topics that some page half covers (see the `note` column of "
-        f"`data/queries/fastapi.csv`). Its highest `{signal}` scores: {listing(near)}. The published maximum was "
-        "0.508.",
-        f"- **Corpus and chunks.** {n_pages} pages of a newer snapshot and {n_chunks:,} chunks (limit 256 "
-        "word/punctuation tokens, include directives expanded into code) against 152 pages and 2,808 chunks with an "
-        "unstated limit. Scores shift with the chunk size, so thresholds do not transfer.",
-        f"- **Lowest answerable scores:** {listing(lowest)}. These set `keep@1.0`.",
-        "- **Splits.** The published held-out numbers come from one split of 60 questions; ours from the same "
-        "protocol on one seeded split and then 1,000 splits, which show how much a single split can vary.",
-        "",
-    ])
+    bm25_note = (
+        f"Our BM25 AUCs are {'higher' if len(higher) == len(bm25) else 'not all higher'} than the published "
+        "ones (" + ", ".join(f"{name} {overall[name]:.3f} vs {published.AUC[name]:.3f}" for name in bm25) + ")."
+    )
+    return "\n".join(
+        [
+            "## Why our numbers differ from the published ones",
+            "",
+            f"- **Questions.** {len(table)} questions ({', '.join(f'{n} {name}' for name, n in counts.items())}) "
+            "against 60 (30 / 15 / 15), written by a different person. About a quarter of our answerable questions hinge "
+            "on an exact term (a class, a parameter, a status code), which favours BM25. " + bm25_note,
+            "- **Near-domain slice.** Ours includes grey topics that some page half covers (see the `note` column of "
+            f"`data/queries/fastapi.csv`). Its highest `{signal}` scores: {listing(near)}. The published maximum was "
+            "0.508.",
+            f"- **Corpus and chunks.** {n_pages} pages of a newer snapshot and {n_chunks:,} chunks (limit 256 "
+            "word/punctuation tokens, include directives expanded into code) against 152 pages and 2,808 chunks with an "
+            "unstated limit. Scores shift with the chunk size, so thresholds do not transfer.",
+            f"- **Lowest answerable scores:** {listing(lowest)}. These set `keep@1.0`.",
+            "- **Splits.** The published held-out numbers come from one split of 60 questions; ours from the same "
+            "protocol on one seeded split and then 1,000 splits, which show how much a single split can vary.",
+            "",
+        ]
+    )
 
 
 def group_stats_section(stats: pd.DataFrame, signal: str = "dense_top1") -> str:
     rows = []
     for row in stats[stats["signal"] == signal].itertuples():
         median, low, high = published.GROUP_STATS.get(row.slice, (np.nan,) * 3)
-        rows.append({"slice": row.slice, "n": row.n, "median": row.median, "min": row.min, "max": row.max,
-                     "published n": published.QUERY_COUNTS.get(row.slice), "published median": median,
-                     "published min": low, "published max": high})
+        rows.append(
+            {
+                "slice": row.slice,
+                "n": row.n,
+                "median": row.median,
+                "min": row.min,
+                "max": row.max,
+                "published n": published.QUERY_COUNTS.get(row.slice),
+                "published median": median,
+                "published min": low,
+                "published max": high,
+            }
+        )
     table = pd.DataFrame(rows)
     by_slice = table.set_index("slice")
     lines = [f"### `{signal}` by slice", "", table.to_markdown(index=False, floatfmt=".3f"), ""]
@@ -88,38 +112,55 @@ def group_stats_section(stats: pd.DataFrame, signal: str = "dense_top1") -> str:
             f"({answerable_min:.3f}); near-domain questions reach {near_max:.3f}, so they "
             f"{'overlap' if near_max > answerable_min else 'stay below'} the answerable range. Medians against the "
             f"published run: {', '.join(comparisons)}. The snapshot, the chunk limit and the questions all differ, "
-            "which is why thresholds must be recalibrated rather than copied.")
+            "which is why thresholds must be recalibrated rather than copied."
+        )
         lines.append("")
     return "\n".join(lines)
 
 
 def auc_section(aucs: pd.DataFrame) -> str:
     overall = aucs[aucs["comparison"] == "all unanswerable"]
-    table = pd.DataFrame({
-        "signal": overall["signal"],
-        "AUC [95% CI]": [_interval(*values) for values in overall[["auc", "ci_low", "ci_high"]].to_numpy()],
-        "published AUC": [f"{published.AUC[signal]:.3f}" if signal in published.AUC else "" for signal in overall["signal"]],
-    })
+    table = pd.DataFrame(
+        {
+            "signal": overall["signal"],
+            "AUC [95% CI]": [_interval(*values) for values in overall[["auc", "ci_low", "ci_high"]].to_numpy()],
+            "published AUC": [
+                f"{published.AUC[signal]:.3f}" if signal in published.AUC else "" for signal in overall["signal"]
+            ],
+        }
+    )
     slices = [name for name in aucs["comparison"].unique() if name != "all unanswerable"]
     for name in slices:
         part = aucs[aucs["comparison"] == name].set_index("signal")
-        table[f"vs {name}"] = [_interval(*part.loc[signal, ["auc", "ci_low", "ci_high"]]) for signal in overall["signal"]]
+        table[f"vs {name}"] = [
+            _interval(*part.loc[signal, ["auc", "ci_low", "ci_high"]]) for signal in overall["signal"]
+        ]
     ranked = overall.dropna(subset=["auc"]).sort_values("auc", ascending=False)
     best = ranked.iloc[0]
     second = ranked.iloc[1]
     overlap = best["ci_low"] <= second["ci_high"]
-    lines = ["## AUC: which signal separates answerable from unanswerable", "",
-             "Answerable vs all unanswerable, and vs each unanswerable slice; stratified bootstrap, 2,000 resamples, "
-             "seed 0. n/a: the signal is constant on this set.", "",
-             table.to_markdown(index=False, floatfmt=".3f"), "",
-             f"`{best['signal']}` separates best ({_interval(best['auc'], best['ci_low'], best['ci_high'])}); "
-             f"the runner-up `{second['signal']}` is "
-             + ("within its interval, so the order of the top two is not settled by this set."
-                if overlap else "clearly behind (the intervals do not overlap).")]
+    lines = [
+        "## AUC: which signal separates answerable from unanswerable",
+        "",
+        "Answerable vs all unanswerable, and vs each unanswerable slice; stratified bootstrap, 2,000 resamples, "
+        "seed 0. n/a: the signal is constant on this set.",
+        "",
+        table.to_markdown(index=False, floatfmt=".3f"),
+        "",
+        f"`{best['signal']}` separates best ({_interval(best['auc'], best['ci_low'], best['ci_high'])}); "
+        f"the runner-up `{second['signal']}` is "
+        + (
+            "within its interval, so the order of the top two is not settled by this set."
+            if overlap
+            else "clearly behind (the intervals do not overlap)."
+        ),
+    ]
     if "dense_gap" in set(overall["signal"]):
         gap = overall.set_index("signal").loc["dense_gap"]
-        lines.append(f" The top-1/top-2 gap is weak here too ({_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}; "
-                     f"published {published.AUC['dense_gap']}).")
+        lines.append(
+            f" The top-1/top-2 gap is weak here too ({_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}; "
+            f"published {published.AUC['dense_gap']})."
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -129,11 +170,24 @@ def empty_section(stats: pd.DataFrame) -> str:
     rows = []
     for signal in ("bm25_empty_raw", "bm25_empty_stopwords"):
         for row in stats[stats["signal"] == signal].itertuples():
-            rows.append({"retriever": signal.replace("bm25_empty_", "BM25 "), "slice": row.slice,
-                         "empty results": f"{row.mean:.0%} ({round(row.mean * row.n)}/{row.n})"})
-    return "\n".join(["### BM25 empty results", "", pd.DataFrame(rows).to_markdown(index=False), "",
-                      "Published: raw BM25 never came back empty; with stop words removed, 5 of 30 unanswerable "
-                      "queries and no answerable ones did. " + _empty_verdict(stats), ""])
+            rows.append(
+                {
+                    "retriever": signal.replace("bm25_empty_", "BM25 "),
+                    "slice": row.slice,
+                    "empty results": f"{row.mean:.0%} ({round(row.mean * row.n)}/{row.n})",
+                }
+            )
+    return "\n".join(
+        [
+            "### BM25 empty results",
+            "",
+            pd.DataFrame(rows).to_markdown(index=False),
+            "",
+            "Published: raw BM25 never came back empty; with stop words removed, 5 of 30 unanswerable "
+            "queries and no answerable ones did. " + _empty_verdict(stats),
+            "",
+        ]
+    )
 
 
 def _empty_verdict(stats: pd.DataFrame) -> str:
@@ -143,10 +197,12 @@ def _empty_verdict(stats: pd.DataFrame) -> str:
     empty = (part["mean"] * part["n"]).round()
     unanswerable_empty = empty.drop("answerable").sum()
     unanswerable_n = part["n"].drop("answerable").sum()
-    return (f"Here {int(empty['answerable'])} answerable and {int(unanswerable_empty)} of {int(unanswerable_n)} "
-            f"unanswerable queries came back empty without stop words: \"check for empty results\" catches "
-            f"{unanswerable_empty / unanswerable_n:.0%} of the unanswerable questions, so it is no refusal strategy "
-            "on its own.")
+    return (
+        f"Here {int(empty['answerable'])} answerable and {int(unanswerable_empty)} of {int(unanswerable_n)} "
+        f'unanswerable queries came back empty without stop words: "check for empty results" catches '
+        f"{unanswerable_empty / unanswerable_n:.0%} of the unanswerable questions, so it is no refusal strategy "
+        "on its own."
+    )
 
 
 def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1") -> str:
@@ -154,46 +210,75 @@ def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1") -> str:
     rows = []
     for row in outcomes.itertuples():
         theirs = published.SWEEP.get(round(row.threshold, 2), (np.nan,) * 4)
-        rows.append({
-            "threshold": f"{row.threshold:.2f}",
-            "answerable kept": _share(row.answerable_kept_k, row.answerable_n)
-            + f" [{row.answerable_kept_low:.0%}, {row.answerable_kept_high:.0%}]",
-            "near-domain refused": _share(row.near_domain_refused_k, row.near_domain_n)
-            + f" [{row.near_domain_refused_low:.0%}, {row.near_domain_refused_high:.0%}]",
-            "unrelated refused": _share(row.unrelated_refused_k, row.unrelated_n),
-            "all unanswerable refused": _share(row.unanswerable_refused_k, row.unanswerable_n),
-            "published (kept / near / unrel. / all)": " / ".join(f"{value:.0%}" for value in theirs),
-        })
-    return "\n".join([f"## Threshold sweep on `{signal}` (published layout)", "",
-                      "Exact 95% binomial (Clopper-Pearson) intervals in brackets. The full sweep over a grid and "
-                      "every distinct score, for every signal, is in `sweep.csv`.", "",
-                      pd.DataFrame(rows).to_markdown(index=False), ""])
+        rows.append(
+            {
+                "threshold": f"{row.threshold:.2f}",
+                "answerable kept": _share(row.answerable_kept_k, row.answerable_n)
+                + f" [{row.answerable_kept_low:.0%}, {row.answerable_kept_high:.0%}]",
+                "near-domain refused": _share(row.near_domain_refused_k, row.near_domain_n)
+                + f" [{row.near_domain_refused_low:.0%}, {row.near_domain_refused_high:.0%}]",
+                "unrelated refused": _share(row.unrelated_refused_k, row.unrelated_n),
+                "all unanswerable refused": _share(row.unanswerable_refused_k, row.unanswerable_n),
+                "published (kept / near / unrel. / all)": " / ".join(f"{value:.0%}" for value in theirs),
+            }
+        )
+    return "\n".join(
+        [
+            f"## Threshold sweep on `{signal}` (published layout)",
+            "",
+            "Exact 95% binomial (Clopper-Pearson) intervals in brackets. The full sweep over a grid and "
+            "every distinct score, for every signal, is in `sweep.csv`.",
+            "",
+            pd.DataFrame(rows).to_markdown(index=False),
+            "",
+        ]
+    )
 
 
-def heldout_section(single: pd.Series, repeated: pd.DataFrame, *, signal: str = "dense_top1",
-                    delta: float = 0.1, total_answerable: int) -> str:
-    slices = [column[: -len("_refused")] for column in repeated.columns
-              if column.endswith("_refused") and column != "unanswerable_refused"]
+def heldout_section(
+    single: pd.Series, repeated: pd.DataFrame, *, signal: str = "dense_top1", delta: float = 0.1, total_answerable: int
+) -> str:
+    slices = [
+        column[: -len("_refused")]
+        for column in repeated.columns
+        if column.endswith("_refused") and column != "unanswerable_refused"
+    ]
     theirs = published.HELDOUT
     lines = [
-        "## Held-out thresholds", "",
-        "### The published protocol (one split)", "",
+        "## Held-out thresholds",
+        "",
+        "### The published protocol (one split)",
+        "",
         f"Each slice split in half (seed 0; calibration gets the larger half), `{signal}` threshold set keeping every "
-        "answerable calibration question (`keep@1.0`), scored on the other half only.", "",
-        pd.DataFrame([
-            {"": "ours", "threshold": f"{single['threshold']:.3f}",
-             "answerable kept": _share(single["answerable_kept_k"], single["answerable_n"]),
-             "unanswerable refused": _share(single["unanswerable_refused_k"], single["unanswerable_n"]),
-             **{f"{name.replace('_', '-')} refused": _share(single[f"{name}_refused_k"], single[f"{name}_n"])
-                for name in slices}},
-            {"": "published", "threshold": f"{theirs['threshold']:.3f}",
-             "answerable kept": _share(*theirs["answerable_kept"]),
-             "unanswerable refused": _share(*theirs["unanswerable_refused"]),
-             **{f"{name.replace('_', '-')} refused": "" for name in slices}},
-        ]).to_markdown(index=False), "",
-        f"### {repeated['split'].nunique():,} repeated stratified splits", "",
+        "answerable calibration question (`keep@1.0`), scored on the other half only.",
+        "",
+        pd.DataFrame(
+            [
+                {
+                    "": "ours",
+                    "threshold": f"{single['threshold']:.3f}",
+                    "answerable kept": _share(single["answerable_kept_k"], single["answerable_n"]),
+                    "unanswerable refused": _share(single["unanswerable_refused_k"], single["unanswerable_n"]),
+                    **{
+                        f"{name.replace('_', '-')} refused": _share(single[f"{name}_refused_k"], single[f"{name}_n"])
+                        for name in slices
+                    },
+                },
+                {
+                    "": "published",
+                    "threshold": f"{theirs['threshold']:.3f}",
+                    "answerable kept": _share(*theirs["answerable_kept"]),
+                    "unanswerable refused": _share(*theirs["unanswerable_refused"]),
+                    **{f"{name.replace('_', '-')} refused": "" for name in slices},
+                },
+            ]
+        ).to_markdown(index=False),
+        "",
+        f"### {repeated['split'].nunique():,} repeated stratified splits",
+        "",
         "Mean held-out rate, with the 5th to 95th percentile over splits. Thresholds are fitted on the calibration "
-        f"half only; guarantees use delta = {delta}.", "",
+        f"half only; guarantees use delta = {delta}.",
+        "",
     ]
     rows = []
     for rule, group in repeated.groupby("rule", sort=False):
@@ -206,15 +291,15 @@ def heldout_section(single: pd.Series, repeated: pd.DataFrame, *, signal: str = 
         target = float(GUARANTEE_RULE.split("@")[1])
         kept = repeated.loc[repeated["rule"] == GUARANTEE_RULE, "answerable_kept"]
         held = float((kept >= target).mean())
-        verdict = ("consistent with the promise" if held >= 1 - delta else
-                   f"a little below the nominal {1 - delta:.0%}")
+        verdict = "consistent with the promise" if held >= 1 - delta else f"a little below the nominal {1 - delta:.0%}"
         lines.append(
             f"`{GUARANTEE_RULE}` promises recall >= {target:.0%} on future answerable questions with probability "
             f">= {1 - delta:.0%}. Held-out recall reached {target:.0%} in {held:.1%} of the splits, {verdict}. "
             "The check is rougher than the guarantee: the held-out half is a finite sample of "
             f"{int(repeated['answerable_n'].iloc[0])} answerable questions, drawn without replacement from the same "
             f"{total_answerable}, "
-            "so its recall scatters around the population recall that the guarantee is about.")
+            "so its recall scatters around the population recall that the guarantee is about."
+        )
         lines.append("")
     if {"near_domain", "unrelated"} <= set(slices):
         base = repeated[repeated["rule"] == "keep@1.0"]
@@ -223,7 +308,8 @@ def heldout_section(single: pd.Series, repeated: pd.DataFrame, *, signal: str = 
         lines.append(
             f"The published conclusion, that a top-1 cosine threshold refuses most unanswerable questions and that "
             f"near-domain ones are the hard part, {verdict} on our set: with `keep@1.0` the held-out refusal "
-            f"averages {unrelated:.0%} for unrelated and {near:.0%} for near-domain questions.")
+            f"averages {unrelated:.0%} for unrelated and {near:.0%} for near-domain questions."
+        )
         lines.append("")
     return "\n".join(lines)
 
@@ -241,14 +327,20 @@ def _spread(values: pd.Series, digits: int, percent: bool = False) -> str:
 def rule_of_thumb_section(thresholds: pd.DataFrame, *, signal: str = "dense_top1") -> str:
     """Thresholds fitted on the whole labeled set (for use, not for reporting held-out performance)."""
     lookup = thresholds.set_index("rule")["threshold"]
-    lines = ["## Rule of thumb for this corpus and model", "",
-             f"Fitted on all labeled questions (so these are the numbers to deploy, not held-out estimates):", "",
-             thresholds.to_markdown(index=False, floatfmt=".3f"), ""]
+    lines = [
+        "## Rule of thumb for this corpus and model",
+        "",
+        "Fitted on all labeled questions (so these are the numbers to deploy, not held-out estimates):",
+        "",
+        thresholds.to_markdown(index=False, floatfmt=".3f"),
+        "",
+    ]
     if "keep@1.0" in lookup and "keep@0.95" in lookup:
         lines.append(
             f"Gate on `{signal}`: refuse below **{lookup['keep@1.0']:.2f}** to keep every known-answerable question, "
             f"or below **{lookup['keep@0.95']:.2f}** to trade 5% of them for more refusals of near-domain questions. "
             "Recalibrate whenever the model, the chunking or the corpus changes; the golden-set test "
-            "(`tests/test_golden.py`) fails when they move the scale.")
+            "(`tests/test_golden.py`) fails when they move the scale."
+        )
         lines.append("")
     return "\n".join(lines)

@@ -24,13 +24,27 @@ from .calibration import fit_threshold, heldout_outcomes, published_split
 from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from .embedding import Embedder
 from .metrics import (
-    auc_bootstrap, auc_table, auc_with_ci, bootstrap_mean_ci, group_stats, outcome_table, per_query_retrieval_metrics,
-    read_trec_run, retrieval_metrics, sweep,
+    auc_bootstrap,
+    auc_table,
+    auc_with_ci,
+    bootstrap_mean_ci,
+    group_stats,
+    outcome_table,
+    per_query_retrieval_metrics,
+    read_trec_run,
+    retrieval_metrics,
+    sweep,
 )
 from .queries import load_queries
 from .report import (
-    HELDOUT_RULES, auc_section, differences_section, empty_section, group_stats_section, heldout_section,
-    rule_of_thumb_section, sweep_section,
+    HELDOUT_RULES,
+    auc_section,
+    differences_section,
+    empty_section,
+    group_stats_section,
+    heldout_section,
+    rule_of_thumb_section,
+    sweep_section,
 )
 from .scoring import build_index, score_table, write_score_table, write_trec_runs
 from .signals import SIGNALS
@@ -61,14 +75,24 @@ def evaluate_runs(runs_dir, queries: pd.DataFrame, **options) -> pd.DataFrame:
 
 def _dense_run(queries: pd.DataFrame, results) -> pd.DataFrame:
     return pd.DataFrame(
-        [(query_id, chunk_id, rank) for query_id, result in zip(queries["id"], results)
-         for rank, chunk_id in enumerate(result.chunk_ids, start=1)],
+        [
+            (query_id, chunk_id, rank)
+            for query_id, result in zip(queries["id"], results)
+            for rank, chunk_id in enumerate(result.chunk_ids, start=1)
+        ],
         columns=["qid", "docid", "rank"],
     )
 
 
-def compare_chunking(queries: pd.DataFrame, *, corpus_dir=FASTAPI_CORPUS, embedder=None,
-                     variants=None, baseline: str = "fixed-500", random_state=0) -> pd.DataFrame:
+def compare_chunking(
+    queries: pd.DataFrame,
+    *,
+    corpus_dir=FASTAPI_CORPUS,
+    embedder=None,
+    variants=None,
+    baseline: str = "fixed-500",
+    random_state=0,
+) -> pd.DataFrame:
     """Dense retrieval quality and ``dense_top1`` AUC for each chunking variant.
 
     Every metric comes with a 95% bootstrap interval (2,000 resamples,
@@ -90,8 +114,9 @@ def compare_chunking(queries: pd.DataFrame, *, corpus_dir=FASTAPI_CORPUS, embedd
     for name, options in variants.items():
         index = build_index(corpus_dir, embedder=embedder, **options)
         dense = index.dense.search(list(queries["query"]), k=100)
-        per_query[name] = per_query_retrieval_metrics(_dense_run(queries, dense), gold_pages(queries),
-                                                      metrics=("recall@5", "mrr@10"))
+        per_query[name] = per_query_retrieval_metrics(
+            _dense_run(queries, dense), gold_pages(queries), metrics=("recall@5", "mrr@10")
+        )
         top1[name] = np.array([result.score_at(1) for result in dense])
         chunk_counts[name] = len(index.chunks)
     base_auc = auc_bootstrap(answerable, top1[baseline], random_state=random_state)
@@ -101,16 +126,33 @@ def compare_chunking(queries: pd.DataFrame, *, corpus_dir=FASTAPI_CORPUS, embedd
         for metric in ("recall@5", "mrr@10"):
             values = per_query[name][metric]
             value, low, high = bootstrap_mean_ci(values, random_state=random_state)
-            diff, diff_low, diff_high = bootstrap_mean_ci(values - per_query[baseline][metric], random_state=random_state)
-            row.update({metric: value, f"{metric}_low": low, f"{metric}_high": high,
-                        f"{metric}_diff": diff, f"{metric}_diff_low": diff_low, f"{metric}_diff_high": diff_high})
+            diff, diff_low, diff_high = bootstrap_mean_ci(
+                values - per_query[baseline][metric], random_state=random_state
+            )
+            row.update(
+                {
+                    metric: value,
+                    f"{metric}_low": low,
+                    f"{metric}_high": high,
+                    f"{metric}_diff": diff,
+                    f"{metric}_diff_low": diff_low,
+                    f"{metric}_diff_high": diff_high,
+                }
+            )
         auc, low, high = auc_with_ci(answerable, top1[name], random_state=random_state)
         # Same seed, same labels: auc_bootstrap draws the same resamples for both variants.
         differences = auc_bootstrap(answerable, top1[name], random_state=random_state) - base_auc
         diff_low, diff_high = np.quantile(differences, [0.025, 0.975])
-        row.update({"dense_top1_auc": auc, "dense_top1_auc_low": low, "dense_top1_auc_high": high,
-                    "dense_top1_auc_diff": auc - roc_auc_score(answerable, top1[baseline]),
-                    "dense_top1_auc_diff_low": diff_low, "dense_top1_auc_diff_high": diff_high})
+        row.update(
+            {
+                "dense_top1_auc": auc,
+                "dense_top1_auc_low": low,
+                "dense_top1_auc_high": high,
+                "dense_top1_auc_diff": auc - roc_auc_score(answerable, top1[baseline]),
+                "dense_top1_auc_diff_low": diff_low,
+                "dense_top1_auc_diff_high": diff_high,
+            }
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -123,7 +165,9 @@ def _difference(row, metric) -> str:
     return f"{row[f'{metric}_diff']:+.3f} [{row[f'{metric}_diff_low']:+.3f}, {row[f'{metric}_diff_high']:+.3f}]"
 
 
-def chunking_paragraph(chunking: pd.DataFrame, *, variant: str = "headings+includes", baseline: str = "fixed-500") -> str:
+def chunking_paragraph(
+    chunking: pd.DataFrame, *, variant: str = "headings+includes", baseline: str = "fixed-500"
+) -> str:
     """A data-driven paragraph on seed 000's claim that fixed-size chunks fail quietly."""
     rows = chunking.set_index("variant")
     row = rows.loc[variant]
@@ -131,18 +175,30 @@ def chunking_paragraph(chunking: pd.DataFrame, *, variant: str = "headings+inclu
     for metric, label in (("recall@5", "Recall@5"), ("mrr@10", "MRR@10"), ("dense_top1_auc", "dense_top1 AUC")):
         wins += row[f"{metric}_diff_low"] > 0
         losses += row[f"{metric}_diff_high"] < 0
-        parts.append(f"{label} {_interval(row, metric)} vs {_interval(rows.loc[baseline], metric)}, "
-                     f"paired difference {_difference(row, metric)}")
+        parts.append(
+            f"{label} {_interval(row, metric)} vs {_interval(rows.loc[baseline], metric)}, "
+            f"paired difference {_difference(row, metric)}"
+        )
     if wins and not losses:
-        claim = (f"The published claim holds here: heading-aware chunking beats fixed 500-token windows, with the "
-                 f"paired 95% interval above zero on {wins} of 3 measures.")
+        claim = (
+            f"The published claim holds here: heading-aware chunking beats fixed 500-token windows, with the "
+            f"paired 95% interval above zero on {wins} of 3 measures."
+        )
     elif losses and not wins:
         claim = "The published claim does not hold here: fixed-size windows do better on this set."
     else:
-        claim = ("With this many queries the data cannot tell heading-aware from fixed-size chunking apart: every "
-                 "paired interval includes zero.") if not wins and not losses else "The evidence is mixed."
-    return (claim + " " + "; ".join(parts) + ". Caveat: MiniLM reads at most 256 word pieces, so a 500-token "
-            "window is embedded from its first ~200 words only.")
+        claim = (
+            (
+                "With this many queries the data cannot tell heading-aware from fixed-size chunking apart: every "
+                "paired interval includes zero."
+            )
+            if not wins and not losses
+            else "The evidence is mixed."
+        )
+    return (
+        claim + " " + "; ".join(parts) + ". Caveat: MiniLM reads at most 256 word pieces, so a 500-token "
+        "window is embedded from its first ~200 words only."
+    )
 
 
 def hardest_queries(queries: pd.DataFrame, runs: dict, *, retriever: str = "dense", n: int = 5) -> pd.DataFrame:
@@ -155,8 +211,13 @@ def hardest_queries(queries: pd.DataFrame, runs: dict, *, retriever: str = "dens
         gold page is in the run) and the top page of each run, worst first.
     """
     gold = gold_pages(queries)
-    ranked = {name: {qid: list(dict.fromkeys(group["docid"].str.rsplit("#", n=1).str[0]))
-                     for qid, group in run.groupby("qid", sort=False)} for name, run in runs.items()}
+    ranked = {
+        name: {
+            qid: list(dict.fromkeys(group["docid"].str.rsplit("#", n=1).str[0]))
+            for qid, group in run.groupby("qid", sort=False)
+        }
+        for name, run in runs.items()
+    }
     rows = []
     for row in queries[queries["answerable"]].itertuples():
         record = {"id": row.id, "query": row.query, "gold": ";".join(row.gold)}
@@ -183,13 +244,20 @@ def _format_chunking(chunking: pd.DataFrame) -> str:
 
 
 def _format_retrieval(table: pd.DataFrame) -> str:
-    wide = table.assign(cell=[f"{value:.3f} [{low:.3f}, {high:.3f}]" for value, low, high in
-                              zip(table["value"], table["ci_low"], table["ci_high"])])
-    return wide.pivot(index="retriever", columns="metric", values="cell")[list(dict.fromkeys(table["metric"]))].to_markdown()
+    wide = table.assign(
+        cell=[
+            f"{value:.3f} [{low:.3f}, {high:.3f}]"
+            for value, low, high in zip(table["value"], table["ci_low"], table["ci_high"])
+        ]
+    )
+    return wide.pivot(index="retriever", columns="metric", values="cell")[
+        list(dict.fromkeys(table["metric"]))
+    ].to_markdown()
 
 
-def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir=FASTAPI_CORPUS,
-              embedder=None, log=print) -> dict:
+def reproduce(
+    results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir=FASTAPI_CORPUS, embedder=None, log=print
+) -> dict:
     """Run the whole experiment and write ``results_dir``; returns the tables."""
     results_dir = Path(results_dir)
     embedder = embedder or Embedder()
@@ -217,62 +285,76 @@ def reproduce(results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir
     calibration = calibrate(table, results_dir, log=log)
 
     counts = queries["slice"].value_counts()
-    summary = "\n".join([
-        "# Results",
-        "",
-        f"Generated by `make reproduce` (`ragcal reproduce`). Model `{config['model_fingerprint']}`, "
-        f"{config['chunker']} chunking (max {config['max_tokens']} tokens, includes expanded), "
-        f"{config['n_chunks']} chunks from {len(config['documents'])} pages. Queries: "
-        + ", ".join(f"{count} {name}" for name, count in counts.items()) + ".",
-        "",
-        "Intervals are 95% percentile bootstrap intervals over queries (2,000 resamples, seed 0).",
-        "",
-        "## Score statistics per slice",
-        "",
-        group_stats_section(calibration["group_stats"]),
-        empty_section(calibration["group_stats"]),
-        auc_section(calibration["auc"]),
-        sweep_section(calibration["published_sweep"]),
-        heldout_section(calibration["published_split"], calibration["heldout"],
-                        total_answerable=int(table["answerable"].sum())),
-        rule_of_thumb_section(calibration["thresholds"]),
-        differences_section(table, calibration["auc"], n_chunks=config["n_chunks"], n_pages=len(config["documents"])),
-        "## Retrieval (page level, answerable queries only)",
-        "",
-        _format_retrieval(retrieval),
-        "",
-        "## Chunking comparison (dense retrieval)",
-        "",
-        _format_chunking(chunking),
-        "",
-        chunking_paragraph(chunking),
-        "",
-        "## The answerable queries that dense retrieval misses worst",
-        "",
-        "Rank of the first gold page among the distinct pages retrieved; nan: no gold page in the run (top 100 chunks, top 50 for rrf).",
-        "",
-        hardest.to_markdown(index=False, floatfmt=".0f"),
-        "",
-    ])
+    summary = "\n".join(
+        [
+            "# Results",
+            "",
+            f"Generated by `make reproduce` (`ragcal reproduce`). Model `{config['model_fingerprint']}`, "
+            f"{config['chunker']} chunking (max {config['max_tokens']} tokens, includes expanded), "
+            f"{config['n_chunks']} chunks from {len(config['documents'])} pages. Queries: "
+            + ", ".join(f"{count} {name}" for name, count in counts.items())
+            + ".",
+            "",
+            "Intervals are 95% percentile bootstrap intervals over queries (2,000 resamples, seed 0).",
+            "",
+            "## Score statistics per slice",
+            "",
+            group_stats_section(calibration["group_stats"]),
+            empty_section(calibration["group_stats"]),
+            auc_section(calibration["auc"]),
+            sweep_section(calibration["published_sweep"]),
+            heldout_section(
+                calibration["published_split"], calibration["heldout"], total_answerable=int(table["answerable"].sum())
+            ),
+            rule_of_thumb_section(calibration["thresholds"]),
+            differences_section(
+                table, calibration["auc"], n_chunks=config["n_chunks"], n_pages=len(config["documents"])
+            ),
+            "## Retrieval (page level, answerable queries only)",
+            "",
+            _format_retrieval(retrieval),
+            "",
+            "## Chunking comparison (dense retrieval)",
+            "",
+            _format_chunking(chunking),
+            "",
+            chunking_paragraph(chunking),
+            "",
+            "## The answerable queries that dense retrieval misses worst",
+            "",
+            "Rank of the first gold page among the distinct pages retrieved; nan: no gold page in the run (top 100 chunks, top 50 for rrf).",
+            "",
+            hardest.to_markdown(index=False, floatfmt=".0f"),
+            "",
+        ]
+    )
     atomic_write_text(results_dir / "summary.md", summary)
     log(f"wrote {results_dir / 'summary.md'}")
     return {"scores": table, "retrieval": retrieval, "chunking": chunking, "hardest": hardest, **calibration}
 
 
-def calibrate(table: pd.DataFrame, results_dir, *, signal: str = "dense_top1", n_splits: int = 1000,
-              rules=HELDOUT_RULES, log=print) -> dict:
+def calibrate(
+    table: pd.DataFrame,
+    results_dir,
+    *,
+    signal: str = "dense_top1",
+    n_splits: int = 1000,
+    rules=HELDOUT_RULES,
+    log=print,
+) -> dict:
     """Calibration tables for a score table; writes group_stats, auc, sweep and heldout CSVs."""
     results_dir = Path(results_dir)
     directions = {name: SIGNALS[name].higher_is_answerable for name in SIGNALS if name in table.columns}
     signals = [name for name in table.columns if name in directions]
     stats = group_stats(table, signals)
     aucs = auc_table(table, signals, directions=directions)
-    sweeps = pd.concat([sweep(table, name, higher_is_answerable=directions[name]) for name in signals],
-                       ignore_index=True)
+    sweeps = pd.concat(
+        [sweep(table, name, higher_is_answerable=directions[name]) for name in signals], ignore_index=True
+    )
     heldout = heldout_outcomes(table, signal, rules, n_splits=n_splits)
-    thresholds = pd.DataFrame([
-        {"rule": rule, "threshold": fit_threshold(rule, table[signal], table["answerable"])} for rule in rules
-    ])
+    thresholds = pd.DataFrame(
+        [{"rule": rule, "threshold": fit_threshold(rule, table[signal], table["answerable"])} for rule in rules]
+    )
     tables = {
         "group_stats": stats,
         "auc": aucs,

@@ -28,8 +28,15 @@ from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
 from .signals import SIGNALS, compute_signals
 
 __all__ = [
-    "RetrievalIndex", "build_index", "score_table", "score_query_file", "write_trec_run", "write_trec_runs",
-    "write_score_table", "load_score_table", "SCORE_KEY_COLUMNS",
+    "RetrievalIndex",
+    "build_index",
+    "score_table",
+    "score_query_file",
+    "write_trec_run",
+    "write_trec_runs",
+    "write_score_table",
+    "load_score_table",
+    "SCORE_KEY_COLUMNS",
 ]
 
 CHUNKERS = ("headings", "fixed")
@@ -86,9 +93,19 @@ class RetrievalIndex:
         return retrieved
 
 
-def build_index(corpus_dir, *, model: str = DEFAULT_MODEL, chunker: str = "headings", max_tokens: int = 256,
-                window: int = 500, expand_includes: bool = True, exclude=None, cache_dir=None,
-                use_cache: bool = True, embedder: Embedder | None = None) -> RetrievalIndex:
+def build_index(
+    corpus_dir,
+    *,
+    model: str = DEFAULT_MODEL,
+    chunker: str = "headings",
+    max_tokens: int = 256,
+    window: int = 500,
+    expand_includes: bool = True,
+    exclude=None,
+    cache_dir=None,
+    use_cache: bool = True,
+    embedder: Embedder | None = None,
+) -> RetrievalIndex:
     """Load, chunk, embed (through the cache) and index a Markdown folder.
 
     Parameters

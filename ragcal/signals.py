@@ -59,8 +59,9 @@ class Signal:
 SIGNALS: dict[str, Signal] = {}
 
 
-def register_signal(name: str, *, retrievers, description: str = "", higher_is_answerable: bool = True,
-                    replace: bool = False):
+def register_signal(
+    name: str, *, retrievers, description: str = "", higher_is_answerable: bool = True, replace: bool = False
+):
     """Decorator that registers ``function`` under ``name``.
 
     Parameters

@@ -1,5 +1,4 @@
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -7,12 +6,25 @@ import pytest
 from scipy.stats import binomtest
 
 from ragcal.calibration import (
-    CalibrationWarning, fit_threshold, heldout_outcomes, parse_rule, published_split, split_by_slice,
-    threshold_false_answer_guarantee, threshold_keep_share, threshold_min_cost, threshold_recall_guarantee,
+    CalibrationWarning,
+    fit_threshold,
+    heldout_outcomes,
+    parse_rule,
+    published_split,
+    split_by_slice,
+    threshold_false_answer_guarantee,
+    threshold_keep_share,
+    threshold_min_cost,
+    threshold_recall_guarantee,
 )
 from ragcal.cli import main
 from ragcal.metrics import (
-    DegenerateInputWarning, auc_table, clopper_pearson, group_stats, outcome_table, sweep,
+    DegenerateInputWarning,
+    auc_table,
+    clopper_pearson,
+    group_stats,
+    outcome_table,
+    sweep,
 )
 
 from conftest import write
@@ -20,13 +32,15 @@ from conftest import write
 
 @pytest.fixture
 def table():
-    return pd.DataFrame({
-        "id": [f"q{n}" for n in range(10)],
-        "answerable": [True] * 4 + [False] * 6,
-        "slice": ["answerable"] * 4 + ["near-domain"] * 3 + ["unrelated"] * 3,
-        "score": [0.4, 0.5, 0.6, 0.7, 0.45, 0.35, 0.4, 0.1, 0.2, 0.3],
-        "constant": [1.0] * 10,
-    })
+    return pd.DataFrame(
+        {
+            "id": [f"q{n}" for n in range(10)],
+            "answerable": [True] * 4 + [False] * 6,
+            "slice": ["answerable"] * 4 + ["near-domain"] * 3 + ["unrelated"] * 3,
+            "score": [0.4, 0.5, 0.6, 0.7, 0.45, 0.35, 0.4, 0.1, 0.2, 0.3],
+            "constant": [1.0] * 10,
+        }
+    )
 
 
 def test_keep_share_hand_cases():
@@ -42,8 +56,8 @@ def test_keep_share_hand_cases():
 
 def test_recall_guarantee_hand_case():
     # n = 50, target 0.9, delta 0.1: P(Bin(50, 0.1) <= 1) = 0.034 <= 0.1 but P(<= 2) = 0.112 > 0.1, so k = 2.
-    p_le_1 = 0.9 ** 50 + 50 * 0.1 * 0.9 ** 49
-    p_le_2 = p_le_1 + 1225 * 0.1 ** 2 * 0.9 ** 48
+    p_le_1 = 0.9**50 + 50 * 0.1 * 0.9**49
+    p_le_2 = p_le_1 + 1225 * 0.1**2 * 0.9**48
     assert p_le_1 <= 0.1 < p_le_2
     assert threshold_recall_guarantee(np.arange(50.0), target=0.9, delta=0.1) == 1.0
 
@@ -60,8 +74,9 @@ def test_recall_guarantee_holds_in_simulation():
     # Future answerable scores ~ U(0, 1): the recall of threshold t is 1 - t.
     rng = np.random.default_rng(0)
     target, delta = 0.9, 0.1
-    recalls = np.array([1 - threshold_recall_guarantee(rng.uniform(size=60), target=target, delta=delta)
-                        for _ in range(3000)])
+    recalls = np.array(
+        [1 - threshold_recall_guarantee(rng.uniform(size=60), target=target, delta=delta) for _ in range(3000)]
+    )
     coverage = (recalls >= target).mean()
     assert coverage >= 1 - delta - 0.015  # Monte Carlo slack of ~3 standard errors
     assert coverage < 0.999  # and it is not trivially conservative
@@ -178,9 +193,14 @@ def test_heldout_scores_only_the_evaluation_half(table):
 
 
 def test_calibrate_cli_on_a_table_without_corpus(tmp_path, capsys):
-    path = write(tmp_path / "logged.csv", "id,answerable,slice,my_score\n" + "".join(
-        f"r{n},{'true' if n < 6 else 'false'},{'answerable' if n < 6 else 'off-topic'},{score}\n"
-        for n, score in enumerate([0.9, 0.8, 0.85, 0.7, 0.75, 0.95, 0.3, 0.5, 0.2, 0.1])))
+    path = write(
+        tmp_path / "logged.csv",
+        "id,answerable,slice,my_score\n"
+        + "".join(
+            f"r{n},{'true' if n < 6 else 'false'},{'answerable' if n < 6 else 'off-topic'},{score}\n"
+            for n, score in enumerate([0.9, 0.8, 0.85, 0.7, 0.75, 0.95, 0.3, 0.5, 0.2, 0.1])
+        ),
+    )
     assert main(["calibrate", str(path), "--signal", "my_score", "--rule", "keep@1.0", "--heldout", "5"]) == 0
     out = capsys.readouterr().out
     assert "keep@1.0: answer when my_score >= 0.7000" in out

@@ -31,14 +31,17 @@ def _tables(text):
     return [match.group(0) for match in re.finditer(r"(?:^\|[^\n]*\n?)+", text, flags=re.M)]
 
 
-@pytest.mark.parametrize("page", [
-    "advanced/response-cookies.md",
-    "tutorial/security/get-current-user.md",
-    "tutorial/query-params-str-validations.md",
-    "deployment/concepts.md",
-    "advanced/additional-responses.md",
-    "tutorial/path-params.md",
-])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "advanced/response-cookies.md",
+        "tutorial/security/get-current-user.md",
+        "tutorial/query-params-str-validations.md",
+        "deployment/concepts.md",
+        "advanced/additional-responses.md",
+        "tutorial/path-params.md",
+    ],
+)
 def test_real_pages_keep_fences_admonitions_and_tables_whole(fastapi_documents, fastapi_chunks, page):
     document = next(document for document in fastapi_documents if document.path == page)
     bodies = [chunk.body for chunk in fastapi_chunks if chunk.doc_path == page]
@@ -83,7 +86,10 @@ def test_includes_are_searchable_code(fastapi_chunks):
 def test_long_section_splits_only_between_blocks_and_flags_oversized(tmp_path):
     paragraph = "word " * 40
     code = "```python\n" + "x = 1\n" * 200 + "```"
-    write(tmp_path / "docs" / "page.md", f"# Page\n\n## Part\n\n{paragraph}\n\n{paragraph}\n\n{paragraph}\n\n{code}\n\n{paragraph}\n")
+    write(
+        tmp_path / "docs" / "page.md",
+        f"# Page\n\n## Part\n\n{paragraph}\n\n{paragraph}\n\n{paragraph}\n\n{code}\n\n{paragraph}\n",
+    )
     chunks = chunk_by_headings(load_corpus(tmp_path / "docs"), max_tokens=100)
     bodies = [chunk.body for chunk in chunks]
     assert bodies[0] == f"{paragraph.strip()}\n\n{paragraph.strip()}"

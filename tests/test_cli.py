@@ -24,8 +24,20 @@ q7,Which wine goes with roast lamb?,false,unrelated,
 def scored(fastapi_slice, tmp_path_factory, embedder):
     folder = tmp_path_factory.mktemp("cli")
     queries = write(folder / "queries.csv", QUERIES)
-    code = main(["score", str(queries), "--corpus", str(fastapi_slice), "--out", str(folder / "scores.csv"),
-                 "--runs", str(folder / "runs"), "--cache-dir", str(embedder.cache_dir)])
+    code = main(
+        [
+            "score",
+            str(queries),
+            "--corpus",
+            str(fastapi_slice),
+            "--out",
+            str(folder / "scores.csv"),
+            "--runs",
+            str(folder / "runs"),
+            "--cache-dir",
+            str(embedder.cache_dir),
+        ]
+    )
     assert code == 0
     return folder
 
@@ -33,8 +45,15 @@ def scored(fastapi_slice, tmp_path_factory, embedder):
 def test_score_table_separates_fastapi_from_cooking(scored):
     table = pd.read_csv(scored / "scores.csv")
     assert list(table.columns[:4]) == ["id", "query", "answerable", "slice"]
-    for column in ("dense_top1", "dense_top2", "dense_gap", "bm25_top1_raw", "bm25_top1_stopwords",
-                   "bm25_empty_stopwords", "rrf_top1"):
+    for column in (
+        "dense_top1",
+        "dense_top2",
+        "dense_gap",
+        "bm25_top1_raw",
+        "bm25_top1_stopwords",
+        "bm25_empty_stopwords",
+        "rrf_top1",
+    ):
         assert column in table.columns
     answerable = table.loc[table["answerable"], "dense_top1"]
     unrelated = table.loc[~table["answerable"], "dense_top1"]
@@ -45,8 +64,9 @@ def test_score_table_separates_fastapi_from_cooking(scored):
 def test_trec_runs_and_provenance(scored, fastapi_slice):
     runs = {path.stem for path in (scored / "runs").glob("*.run")}
     assert runs == {"dense", "bm25_raw", "bm25_stopwords", "rrf"}
-    run = pd.read_csv(scored / "runs" / "dense.run", sep=" ", header=None,
-                      names=["qid", "q0", "docid", "rank", "score", "tag"])
+    run = pd.read_csv(
+        scored / "runs" / "dense.run", sep=" ", header=None, names=["qid", "q0", "docid", "rank", "score", "tag"]
+    )
     assert (run["q0"] == "Q0").all() and (run["tag"] == "dense").all()
     assert run.groupby("qid")["rank"].min().eq(1).all()
     first = run[(run["qid"] == "q1") & (run["rank"] == 1)].iloc[0]
@@ -56,16 +76,35 @@ def test_trec_runs_and_provenance(scored, fastapi_slice):
     assert meta["chunker"] == "headings" and meta["n_chunks"] > 0
 
 
-@pytest.mark.parametrize("body, message", [
-    ("id,query,answerable,slice\nq1,How?,true,answerable\n", "missing column"),
-    ("id,query,answerable,slice,gold\nq1,How?,true,answerable,tutorial/cors.md\nq1,How?,true,answerable,tutorial/cors.md\n", "line 3, column 'id': duplicate"),
-    ("id,query,answerable,slice,gold\nq1,How?,maybe,answerable,tutorial/cors.md\n", "column 'answerable'"),
-    ("id,query,answerable,slice,gold\nq1,How?,true,answerable,tutorial/nope.md\n", "tutorial/nope.md not in the corpus"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("id,query,answerable,slice\nq1,How?,true,answerable\n", "missing column"),
+        (
+            "id,query,answerable,slice,gold\nq1,How?,true,answerable,tutorial/cors.md\nq1,How?,true,answerable,tutorial/cors.md\n",
+            "line 3, column 'id': duplicate",
+        ),
+        ("id,query,answerable,slice,gold\nq1,How?,maybe,answerable,tutorial/cors.md\n", "column 'answerable'"),
+        (
+            "id,query,answerable,slice,gold\nq1,How?,true,answerable,tutorial/nope.md\n",
+            "tutorial/nope.md not in the corpus",
+        ),
+    ],
+)
 def test_bad_query_file_writes_nothing(fastapi_slice, tmp_path, capsys, body, message):
     queries = write(tmp_path / "bad.csv", body)
-    code = main(["score", str(queries), "--corpus", str(fastapi_slice), "--out", str(tmp_path / "out" / "scores.csv"),
-                 "--runs", str(tmp_path / "out" / "runs")])
+    code = main(
+        [
+            "score",
+            str(queries),
+            "--corpus",
+            str(fastapi_slice),
+            "--out",
+            str(tmp_path / "out" / "scores.csv"),
+            "--runs",
+            str(tmp_path / "out" / "runs"),
+        ]
+    )
     assert code == 2
     error = capsys.readouterr().err
     assert "bad.csv" in error and message in error

@@ -58,7 +58,9 @@ def test_near_domain_keyword_check_still_holds(queries, documents, chunks):
     assert near["keywords"].str.strip().ne("").all()
     for row in near.itertuples():
         check = keyword_check(documents, row.keywords.split(";"), chunks=chunks)
-        assert not check.covered, f"{row.id}: the corpus covers {row.keywords!r}: {check.heading_hits or check.mentions}"
+        assert not check.covered, (
+            f"{row.id}: the corpus covers {row.keywords!r}: {check.heading_hits or check.mentions}"
+        )
         assert check.summary == row.keyword_check, f"{row.id}: recorded check {row.keyword_check!r} is stale"
 
 

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from ragcal.embedding import (
-    DEFAULT_MODEL, PACKAGED_MODEL_SHA256, CacheWarning, EmbeddingCache, Embedder, resolve_model,
+    DEFAULT_MODEL,
+    PACKAGED_MODEL_SHA256,
+    CacheWarning,
+    EmbeddingCache,
+    Embedder,
+    resolve_model,
 )
 
 TEXTS = ["How do I set a cookie?", "Background tasks run later.", "Boil an egg for six minutes."]
@@ -61,7 +66,9 @@ def test_corrupt_entry_is_detected_and_recomputed(tmp_path):
     blob = bytearray(connection.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()[0])
     blob[0] ^= 0xFF
     with connection:
-        connection.execute("UPDATE embeddings SET vector = ? WHERE rowid = (SELECT MIN(rowid) FROM embeddings)", (bytes(blob),))
+        connection.execute(
+            "UPDATE embeddings SET vector = ? WHERE rowid = (SELECT MIN(rowid) FROM embeddings)", (bytes(blob),)
+        )
     connection.close()
     with pytest.warns(CacheWarning, match="1 corrupt embedding cache entries"):
         repaired = embedder.encode(TEXTS)

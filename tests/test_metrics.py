@@ -6,8 +6,13 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from ragcal.metrics import (
-    DegenerateInputWarning, auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics,
-    read_trec_run, retrieval_metrics,
+    DegenerateInputWarning,
+    auc_bootstrap,
+    auc_with_ci,
+    bootstrap_mean_ci,
+    per_query_retrieval_metrics,
+    read_trec_run,
+    retrieval_metrics,
 )
 
 
@@ -18,17 +23,20 @@ def run_frame(rankings):
     )
 
 
-RUN = run_frame({
-    "q1": ["a.md#0", "a.md#1", "b.md#0", "c.md#2", "d.md#0"],
-    "q2": ["x.md#0", "y.md#3", "y.md#1", "z.md#0"],
-    "q3": ["m.md#0"],
-})
+RUN = run_frame(
+    {
+        "q1": ["a.md#0", "a.md#1", "b.md#0", "c.md#2", "d.md#0"],
+        "q2": ["x.md#0", "y.md#3", "y.md#1", "z.md#0"],
+        "q3": ["m.md#0"],
+    }
+)
 GOLD = {"q1": {"b.md", "d.md"}, "q2": {"y.md"}, "q3": {"nothing.md"}, "q4": {"a.md"}, "q5": set()}
 
 
 def test_hand_computed_page_level_metrics():
-    table = per_query_retrieval_metrics(RUN, GOLD, metrics=("recall@1", "recall@2", "recall@5", "mrr@10",
-                                                             "context_precision@5", "context_precision@2"))
+    table = per_query_retrieval_metrics(
+        RUN, GOLD, metrics=("recall@1", "recall@2", "recall@5", "mrr@10", "context_precision@5", "context_precision@2")
+    )
     # q1 pages: a, b, c, d -> gold b at page rank 2, d at page rank 4.
     assert table.loc["q1", "recall@1"] == 0
     assert table.loc["q1", "recall@2"] == 1 / 2
@@ -60,8 +68,13 @@ def test_matches_ranx_on_page_level_runs():
         for rank, page in enumerate(dict.fromkeys(chunk_id.split("#")[0] for chunk_id in chunk_ids), start=1):
             page_run[qid][page] = 1000.0 - rank
     qrels = ranx.Qrels({qid: {page: 1 for page in pages_} for qid, pages_ in gold.items()})
-    reference = ranx.evaluate(qrels, ranx.Run(page_run), ["recall@1", "recall@5", "recall@10", "mrr@10"],
-                              return_mean=False, make_comparable=True)
+    reference = ranx.evaluate(
+        qrels,
+        ranx.Run(page_run),
+        ["recall@1", "recall@5", "recall@10", "mrr@10"],
+        return_mean=False,
+        make_comparable=True,
+    )
     for metric, values in reference.items():
         np.testing.assert_allclose(ours[metric].to_numpy(), values, err_msg=metric)
 
@@ -76,8 +89,9 @@ def test_bootstrap_mean_ci():
 
 def test_retrieval_metrics_table_and_trec_reader(tmp_path):
     path = tmp_path / "dense.run"
-    path.write_text("".join(f"{qid} Q0 {docid} {rank} {1 / rank:.4f} dense\n"
-                            for qid, docid, rank in RUN.itertuples(index=False)))
+    path.write_text(
+        "".join(f"{qid} Q0 {docid} {rank} {1 / rank:.4f} dense\n" for qid, docid, rank in RUN.itertuples(index=False))
+    )
     run = read_trec_run(path)
     assert list(run.columns) == ["qid", "docid", "rank", "score", "tag"] and len(run) == len(RUN)
     table = retrieval_metrics({"dense": run}, GOLD, metrics=("recall@5",))
@@ -120,10 +134,13 @@ def test_auc_with_ci_hand_case_and_direction():
     assert flipped == pytest.approx(1 - 3.5 / 4)
 
 
-@pytest.mark.parametrize("y_true, y_score, message", [
-    ([1, 1, 1], [0.1, 0.2, 0.3], "only one class"),
-    ([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5], "constant"),
-])
+@pytest.mark.parametrize(
+    "y_true, y_score, message",
+    [
+        ([1, 1, 1], [0.1, 0.2, 0.3], "only one class"),
+        ([1, 0, 1, 0], [0.5, 0.5, 0.5, 0.5], "constant"),
+    ],
+)
 def test_degenerate_auc_warns_and_returns_nan(y_true, y_score, message):
     with pytest.warns(DegenerateInputWarning, match=message):
         result = auc_with_ci(y_true, y_score)

@@ -30,10 +30,14 @@ def png_size(path):
 def test_notebook_runs_and_writes_figures(name, tmp_path, fastapi_index):
     # fastapi_index warms the shared embedding cache once for all notebooks.
     parameters, figures = CASES[name]
-    notebook = execute_notebook(NOTEBOOKS_DIR / f"{name}.py", tmp_path / f"{name}.ipynb",
-                                parameters={**parameters, "figures_dir": str(tmp_path / "figures")})
-    errors = [output for cell in notebook.cells for output in cell.get("outputs", [])
-              if output.get("output_type") == "error"]
+    notebook = execute_notebook(
+        NOTEBOOKS_DIR / f"{name}.py",
+        tmp_path / f"{name}.ipynb",
+        parameters={**parameters, "figures_dir": str(tmp_path / "figures")},
+    )
+    errors = [
+        output for cell in notebook.cells for output in cell.get("outputs", []) if output.get("output_type") == "error"
+    ]
     assert not errors
     assert (tmp_path / f"{name}.ipynb").stat().st_size > 10_000
     for stem in figures:

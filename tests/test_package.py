@@ -5,8 +5,10 @@ import ragcal
 
 
 def test_import_has_no_heavy_side_effects():
-    code = ("import sys, ragcal; "
-            "print(','.join(m for m in ('matplotlib', 'torch', 'sentence_transformers') if m in sys.modules))")
+    code = (
+        "import sys, ragcal; "
+        "print(','.join(m for m in ('matplotlib', 'torch', 'sentence_transformers') if m in sys.modules))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == ""
 

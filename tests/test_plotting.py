@@ -12,7 +12,12 @@ from ragcal.calibration import heldout_outcomes  # noqa: E402
 from ragcal.interactive import ThresholdExplorer  # noqa: E402
 from ragcal.metrics import sweep  # noqa: E402
 from ragcal.plotting import (  # noqa: E402
-    HeldoutDisplay, RocDisplay, ScoreDistributionDisplay, TradeoffDisplay, save_figure, slice_colours,
+    HeldoutDisplay,
+    RocDisplay,
+    ScoreDistributionDisplay,
+    TradeoffDisplay,
+    save_figure,
+    slice_colours,
 )
 
 
@@ -21,8 +26,15 @@ def table():
     rng = np.random.default_rng(0)
     slices = np.array(["answerable"] * 30 + ["near-domain"] * 15 + ["unrelated"] * 15)
     centre = np.select([slices == "answerable", slices == "near-domain"], [0.65, 0.42], 0.22)
-    return pd.DataFrame({"id": [f"q{n}" for n in range(60)], "answerable": slices == "answerable", "slice": slices,
-                         "dense_top1": rng.normal(centre, 0.07), "other": rng.normal(centre, 0.2)})
+    return pd.DataFrame(
+        {
+            "id": [f"q{n}" for n in range(60)],
+            "answerable": slices == "answerable",
+            "slice": slices,
+            "dense_top1": rng.normal(centre, 0.07),
+            "other": rng.normal(centre, 0.2),
+        }
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -55,15 +67,17 @@ def test_roc_display_matches_sklearn(table):
     display.plot()
     assert set(display.lines_) == {"dense_top1", "other"}
     assert "dense_top1: " in display.lines_["dense_top1"].get_label()
-    near = RocDisplay.from_score_table(table, ["dense_top1"], comparison="near-domain", n_resamples=100,
-                                       n_band_resamples=20)
+    near = RocDisplay.from_score_table(
+        table, ["dense_top1"], comparison="near-domain", n_resamples=100, n_band_resamples=20
+    )
     assert near.comparison == "near-domain"
 
 
 def test_roc_display_flips_low_is_answerable_signals(table):
     flipped = table.assign(distance=-table["dense_top1"])
-    display = RocDisplay.from_score_table(flipped, ["distance"], directions={"distance": False}, n_resamples=100,
-                                          n_band_resamples=10)
+    display = RocDisplay.from_score_table(
+        flipped, ["distance"], directions={"distance": False}, n_resamples=100, n_band_resamples=10
+    )
     assert display.aucs["distance"][0] > 0.9
 
 

@@ -14,16 +14,28 @@ def test_valid_file(tmp_path):
     assert frame["gold"].tolist() == [("x.md", "y.md"), ()]
 
 
-@pytest.mark.parametrize("body, message", [
-    ("id,query,answerable,slice\na,How?,true,answerable\n", r"q\.csv: missing column\(s\) 'gold'"),
-    (HEADER, r"q\.csv: no query rows"),
-    (HEADER + "a,How?,true,answerable,x.md\na,Again?,true,answerable,x.md\n", r"q\.csv, line 3, column 'id': duplicate id 'a' \(first on line 2\)"),
-    (HEADER + "a,How?,yes,answerable,x.md\n", r"q\.csv, line 2, column 'answerable': expected true or false, got 'yes'"),
-    (HEADER + "a,How?,true,answerable,x.md\nb,Why?,true,answerable,nope.md\n", r"q\.csv, line 3, column 'gold': nope\.md not in the corpus"),
-    (HEADER + "a,How?,false,near-domain,x.md\n", r"line 2, column 'gold': an unanswerable query cannot have gold"),
-    (HEADER + ",How?,true,answerable,x.md\n", r"line 2, column 'id': empty id"),
-    (HEADER + "a, ,true,answerable,x.md\n", r"line 2, column 'query': empty query"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("id,query,answerable,slice\na,How?,true,answerable\n", r"q\.csv: missing column\(s\) 'gold'"),
+        (HEADER, r"q\.csv: no query rows"),
+        (
+            HEADER + "a,How?,true,answerable,x.md\na,Again?,true,answerable,x.md\n",
+            r"q\.csv, line 3, column 'id': duplicate id 'a' \(first on line 2\)",
+        ),
+        (
+            HEADER + "a,How?,yes,answerable,x.md\n",
+            r"q\.csv, line 2, column 'answerable': expected true or false, got 'yes'",
+        ),
+        (
+            HEADER + "a,How?,true,answerable,x.md\nb,Why?,true,answerable,nope.md\n",
+            r"q\.csv, line 3, column 'gold': nope\.md not in the corpus",
+        ),
+        (HEADER + "a,How?,false,near-domain,x.md\n", r"line 2, column 'gold': an unanswerable query cannot have gold"),
+        (HEADER + ",How?,true,answerable,x.md\n", r"line 2, column 'id': empty id"),
+        (HEADER + "a, ,true,answerable,x.md\n", r"line 2, column 'query': empty query"),
+    ],
+)
 def test_errors_name_file_line_and_column(tmp_path, body, message):
     path = write(tmp_path / "q.csv", body)
     with pytest.raises(QueryFileError, match=message):

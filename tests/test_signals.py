@@ -10,8 +10,13 @@ from ragcal.signals import SIGNALS, compute_signals, get_signal, register_signal
 def results(dense=(0.8, 0.5), bm25_raw=(7.0,), bm25_stopwords=(), rrf=(0.03,)):
     def make(name, scores):
         return RetrievalResult(name, tuple(f"{name}{n}#0" for n in range(len(scores))), np.array(scores))
-    return {"dense": make("dense", dense), "bm25_raw": make("bm25_raw", bm25_raw),
-            "bm25_stopwords": make("bm25_stopwords", bm25_stopwords), "rrf": make("rrf", rrf)}
+
+    return {
+        "dense": make("dense", dense),
+        "bm25_raw": make("bm25_raw", bm25_raw),
+        "bm25_stopwords": make("bm25_stopwords", bm25_stopwords),
+        "rrf": make("rrf", rrf),
+    }
 
 
 def test_builtin_signals():
@@ -22,8 +27,15 @@ def test_builtin_signals():
     assert values["bm25_top1_stopwords"] == 0.0 and values["bm25_empty_stopwords"] == 1.0
     assert values["bm25_empty_raw"] == 0.0
     assert values["rrf_top1"] == 0.03
-    required = {"dense_top1", "dense_top2", "dense_gap", "bm25_top1_raw", "bm25_top1_stopwords",
-                "bm25_empty_stopwords", "rrf_top1"}
+    required = {
+        "dense_top1",
+        "dense_top2",
+        "dense_gap",
+        "bm25_top1_raw",
+        "bm25_top1_stopwords",
+        "bm25_empty_stopwords",
+        "rrf_top1",
+    }
     assert required <= set(SIGNALS)
     assert not get_signal("bm25_empty_stopwords").higher_is_answerable
 

@@ -49,11 +49,13 @@ class DenseRetriever:
         results = []
         for row_scores, row_indices in zip(scores, indices):
             keep = row_indices >= 0
-            results.append(RetrievalResult(
-                self.name,
-                tuple(self.chunk_ids[i] for i in row_indices[keep]),
-                row_scores[keep],
-            ))
+            results.append(
+                RetrievalResult(
+                    self.name,
+                    tuple(self.chunk_ids[i] for i in row_indices[keep]),
+                    row_scores[keep],
+                )
+            )
         return results
 
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:

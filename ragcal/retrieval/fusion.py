@@ -11,8 +11,9 @@ from .base import RetrievalResult
 __all__ = ["reciprocal_rank_fusion"]
 
 
-def reciprocal_rank_fusion(results, *, k: int = 60, depth: int = 100, top: int = 50,
-                           name: str = "rrf") -> RetrievalResult:
+def reciprocal_rank_fusion(
+    results, *, k: int = 60, depth: int = 100, top: int = 50, name: str = "rrf"
+) -> RetrievalResult:
     """Fuse ranked lists by the sum of ``1 / (k + rank)``.
 
     Parameters
@@ -34,10 +35,14 @@ def reciprocal_rank_fusion(results, *, k: int = 60, depth: int = 100, top: int =
         then by chunk id, so the order is deterministic.
     """
     if not isinstance(k, (int, float)) or k < 0:
-        raise ValueError(f"The 'k' parameter of reciprocal_rank_fusion must be a non-negative number. Got {k!r} instead.")
+        raise ValueError(
+            f"The 'k' parameter of reciprocal_rank_fusion must be a non-negative number. Got {k!r} instead."
+        )
     for parameter, value in (("depth", depth), ("top", top)):
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"The '{parameter}' parameter of reciprocal_rank_fusion must be a positive int. Got {value!r} instead.")
+            raise ValueError(
+                f"The '{parameter}' parameter of reciprocal_rank_fusion must be a positive int. Got {value!r} instead."
+            )
     fused: dict[str, float] = defaultdict(float)
     best_rank: dict[str, int] = {}
     for result in results:

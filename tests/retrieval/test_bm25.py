@@ -25,7 +25,16 @@ def stopwords():
 
 
 def test_tokenizer():
-    assert tokenize("How do I set a Cookie? /items/{item_id}") == ["how", "do", "i", "set", "a", "cookie", "items", "item_id"]
+    assert tokenize("How do I set a Cookie? /items/{item_id}") == [
+        "how",
+        "do",
+        "i",
+        "set",
+        "a",
+        "cookie",
+        "items",
+        "item_id",
+    ]
     assert tokenize("How do I set a Cookie?", variant="stopwords") == ["set", "cookie"]
     with pytest.raises(ValueError, match="'variant' parameter"):
         tokenize("x", variant="porter")
