@@ -330,7 +330,11 @@ class RocDisplay:
             ax.set_aspect("equal")
             ax.set_xlabel(f"share of {self.comparison} answered (FPR)")
             ax.set_ylabel("share of answerable answered (TPR)")
+            # Legend entries from the best AUC down; colours stay tied to the signal order.
+            ranked = sorted(self.lines_, key=lambda signal: -self.aucs[signal][0])
+            handles = [self.lines_[signal] for signal in ranked] + ([self.chance_line_] if chance else [])
             ax.legend(
+                handles=handles,
                 loc="upper left",
                 bbox_to_anchor=(0.0, -0.16),
                 title="AUC with 95% bootstrap interval",
