@@ -9,6 +9,8 @@ executed ``.ipynb``.
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["NOTEBOOKS_DIR", "NOTEBOOKS", "execute_notebook", "execute_notebooks"]
@@ -22,6 +24,9 @@ NOTEBOOKS = (
 )
 
 
+_QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+
+
 def _inject_parameters(notebook, parameters: dict) -> None:
     import nbformat
 
@@ -33,6 +38,21 @@ def _inject_parameters(notebook, parameters: dict) -> None:
     if not positions:
         raise ValueError("the notebook has no cell tagged 'parameters' to inject after")
     notebook.cells.insert(positions[0] + 1, cell)
+
+
+@contextmanager
+def _quiet_progress_bars():
+    """Progress bars (with their timings) off in the kernel, which inherits this environment."""
+    saved = {name: os.environ.get(name) for name in _QUIET}
+    os.environ.update(_QUIET)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def execute_notebook(source, output=None, *, parameters=None, timeout: int = 1800):
@@ -63,10 +83,18 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     source = Path(source)
     notebook = jupytext.read(source)
     _inject_parameters(notebook, parameters or {})
+    # Stable cell ids and no timings, so that re-executing an unchanged notebook gives an unchanged file.
+    for position, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{position:02d}"
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(source.parent)}}
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(source.parent)}},
     )
-    client.execute()
+    with _quiet_progress_bars():
+        client.execute()
     if output is not None:
         atomic_write_text(output, nbformat.writes(notebook))
     return notebook
