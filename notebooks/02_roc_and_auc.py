@@ -27,7 +27,9 @@ n_resamples = 2000
 figures_dir = "../figures"
 
 # %%
-from ragcal.metrics import auc_table, signal_columns
+import warnings
+
+from ragcal.metrics import DegenerateInputWarning, auc_table, signal_columns
 from ragcal.plotting import RocDisplay, save_figure
 from ragcal.scoring import load_score_table
 from ragcal.signals import SIGNALS
@@ -36,8 +38,17 @@ table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corp
 signals = signal_columns(table)
 directions = {name: SIGNALS[name].higher_is_answerable for name in signals if name in SIGNALS}
 
+# %% [markdown]
+# A signal that is constant on a comparison (for instance "BM25 returned nothing", which never happens for raw
+# BM25) has no AUC: `auc_table` warns and returns NaN. The warnings are collected and listed here.
+
 # %%
-aucs = auc_table(table, signals, directions=directions, n_resamples=n_resamples)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", DegenerateInputWarning)
+    aucs = auc_table(table, signals, directions=directions, n_resamples=n_resamples)
+print("\n".join(str(warning.message) for warning in caught) or "no degenerate comparisons")
+
+# %%
 aucs.pivot(index="signal", columns="comparison", values="auc").round(3).loc[signals]
 
 # %%

@@ -55,6 +55,19 @@ def _quiet_progress_bars():
                 os.environ[name] = value
 
 
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _static_widget_outputs(notebook) -> None:
+    """Replace live widget views (random model ids, useless without a kernel) by a short note."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if _WIDGET_VIEW in data:
+                del data[_WIDGET_VIEW]
+                data["text/plain"] = "Interactive widget: run this cell in JupyterLab to use it."
+
+
 def execute_notebook(source, output=None, *, parameters=None, timeout: int = 1800):
     """Execute one notebook script and (optionally) write the executed ``.ipynb``.
 
@@ -91,10 +104,12 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
         timeout=timeout,
         kernel_name="python3",
         record_timing=False,
+        store_widget_state=False,
         resources={"metadata": {"path": str(source.parent)}},
     )
     with _quiet_progress_bars():
         client.execute()
+    _static_widget_outputs(notebook)
     if output is not None:
         atomic_write_text(output, nbformat.writes(notebook))
     return notebook
