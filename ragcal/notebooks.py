@@ -60,6 +60,7 @@ _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def _static_widget_outputs(notebook) -> None:
     """Replace live widget views (random model ids, useless without a kernel) by a short note."""
+    notebook.metadata.pop("widgets", None)
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
@@ -104,7 +105,6 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
         timeout=timeout,
         kernel_name="python3",
         record_timing=False,
-        store_widget_state=False,
         resources={"metadata": {"path": str(source.parent)}},
     )
     with _quiet_progress_bars():
