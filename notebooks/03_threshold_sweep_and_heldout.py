@@ -69,9 +69,8 @@ single[["threshold", "answerable_kept_k", "answerable_n", "unanswerable_refused_
 
 # %%
 repeated = heldout_outcomes(table, signal, rules, n_splits=n_splits)
-summary = repeated.groupby("rule", sort=False)[["threshold", "answerable_kept", "near_domain_refused",
-                                                 "unrelated_refused", "unanswerable_refused"]]
-summary.mean().round(3)
+rates = ["threshold", "answerable_kept"] + [column for column in repeated.columns if column.endswith("_refused")]
+repeated.groupby("rule", sort=False)[rates].mean().round(3)
 
 # %%
 guarantee = repeated.loc[repeated["rule"] == "recall_guarantee@0.9", "answerable_kept"]

@@ -2,6 +2,8 @@
 
 import struct
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from ragcal.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, execute_notebook
@@ -54,3 +56,19 @@ def test_parameters_need_a_parameters_cell(tmp_path):
     plain.write_text("# %%\nx = 1\n")
     with pytest.raises(ValueError, match="no cell tagged 'parameters'"):
         execute_notebook(plain, parameters={"x": 2})
+
+
+@pytest.mark.parametrize("name", ["01_score_distributions", "02_roc_and_auc", "03_threshold_sweep_and_heldout"])
+def test_notebooks_run_on_a_score_table_brought_from_elsewhere(name, tmp_path):
+    """Another team's logged scores: other slice names, one signal, no corpus at all."""
+    rng = np.random.default_rng(0)
+    slices = np.array(["covered"] * 40 + ["adjacent product"] * 20 + ["chit-chat"] * 20)
+    centre = np.select([slices == "covered", slices == "adjacent product"], [0.7, 0.5], 0.2)
+    scores = tmp_path / "logged_scores.csv"
+    pd.DataFrame({"id": [f"log{n}" for n in range(80)], "query": "logged", "answerable": slices == "covered",
+                  "slice": slices, "dense_top1": rng.normal(centre, 0.08).round(4)}).to_csv(scores, index=False)
+    parameters = {"scores_path": str(scores), "figures_dir": str(tmp_path / "figures")}
+    parameters.update({"n_resamples": 200} if name == "02_roc_and_auc" else {})
+    parameters.update({"n_splits": 20} if name.startswith("03") else {})
+    execute_notebook(NOTEBOOKS_DIR / f"{name}.py", parameters=parameters)
+    assert list((tmp_path / "figures").glob("*.png"))
