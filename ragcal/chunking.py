@@ -20,7 +20,7 @@ bound on the number of WordPiece tokens the embedding model sees.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 import pandas as pd
@@ -282,13 +282,9 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
                     oversized=oversized,
                     metadata=document.metadata,
                 )
-                chunks.append(_with_token_count(chunk))
+                chunks.append(replace(chunk, n_tokens=count_tokens(chunk.text)))
                 position += 1
     return chunks
-
-
-def _with_token_count(chunk: Chunk) -> Chunk:
-    return Chunk(**{**chunk.__dict__, "n_tokens": count_tokens(chunk.text)})
 
 
 # --------------------------------------------------------------------------- fixed-size
