@@ -40,6 +40,11 @@ class Signal:
     description : str
     higher_is_answerable : bool
         Whether larger values point to an answerable query.
+    passage_scale : bool
+        True when the value is the score of one passage in the list of
+        ``retrievers[0]`` (``dense_top1`` is a cosine of a chunk). A threshold
+        on such a signal is also a bar that single passages can clear, which is
+        how :class:`ragcal.gates.ThresholdGate` cuts the passages it passes on.
     """
 
     name: str
@@ -47,6 +52,7 @@ class Signal:
     retrievers: tuple[str, ...]
     description: str = ""
     higher_is_answerable: bool = True
+    passage_scale: bool = False
 
     def __call__(self, results: Mapping[str, RetrievalResult]) -> float:
         missing = [name for name in self.retrievers if name not in results]
@@ -60,7 +66,13 @@ SIGNALS: dict[str, Signal] = {}
 
 
 def register_signal(
-    name: str, *, retrievers, description: str = "", higher_is_answerable: bool = True, replace: bool = False
+    name: str,
+    *,
+    retrievers,
+    description: str = "",
+    higher_is_answerable: bool = True,
+    passage_scale: bool = False,
+    replace: bool = False,
 ):
     """Decorator that registers ``function`` under ``name``.
 
@@ -72,6 +84,9 @@ def register_signal(
     description : str, default=""
         One line for tables and legends; defaults to the docstring's first line.
     higher_is_answerable : bool, default=True
+    passage_scale : bool, default=False
+        The value is one passage's score in the first retriever's list (see
+        :class:`Signal`).
     replace : bool, default=False
         Allow re-registering an existing name (handy when iterating in a
         notebook); otherwise a duplicate name raises ``ValueError``.
@@ -85,7 +100,7 @@ def register_signal(
         if name in SIGNALS and not replace:
             raise ValueError(f"signal {name!r} is already registered; pass replace=True to redefine it")
         summary = description or (function.__doc__ or "").strip().split("\n")[0]
-        SIGNALS[name] = Signal(name, function, tuple(retrievers), summary, higher_is_answerable)
+        SIGNALS[name] = Signal(name, function, tuple(retrievers), summary, higher_is_answerable, passage_scale)
         return function
 
     return decorator
@@ -117,13 +132,13 @@ def _top(results, retriever, rank=1) -> float:
     return results[retriever].score_at(rank)
 
 
-@register_signal("dense_top1", retrievers=("dense",))
+@register_signal("dense_top1", retrievers=("dense",), passage_scale=True)
 def dense_top1(results):
     """Cosine similarity of the best chunk."""
     return _top(results, "dense")
 
 
-@register_signal("dense_top2", retrievers=("dense",))
+@register_signal("dense_top2", retrievers=("dense",), passage_scale=True)
 def dense_top2(results):
     """Cosine similarity of the second-best chunk."""
     return _top(results, "dense", 2)
@@ -135,14 +150,14 @@ def dense_gap(results):
     return _top(results, "dense") - _top(results, "dense", 2)
 
 
-@register_signal("bm25_top1_raw", retrievers=("bm25_raw",))
+@register_signal("bm25_top1_raw", retrievers=("bm25_raw",), passage_scale=True)
 def bm25_top1_raw(results):
     """Best BM25 score, all tokens kept; 0 when nothing matched."""
     result = results["bm25_raw"]
     return 0.0 if result.is_empty else result.score_at(1)
 
 
-@register_signal("bm25_top1_stopwords", retrievers=("bm25_stopwords",))
+@register_signal("bm25_top1_stopwords", retrievers=("bm25_stopwords",), passage_scale=True)
 def bm25_top1_stopwords(results):
     """Best BM25 score, English stop words removed; 0 when nothing matched."""
     result = results["bm25_stopwords"]
@@ -161,7 +176,7 @@ def bm25_empty_stopwords(results):
     return float(results["bm25_stopwords"].is_empty)
 
 
-@register_signal("rrf_top1", retrievers=("rrf",))
+@register_signal("rrf_top1", retrievers=("rrf",), passage_scale=True)
 def rrf_top1(results):
     """Reciprocal-rank-fusion score of the best fused chunk."""
     return _top(results, "rrf")

@@ -1,0 +1,55 @@
+"""Gates: decisions a RAG system can act on (answer, hedge or refuse, with passages and a helpful refusal).
+
+::
+
+    from ragcal.gates import fit_threshold_gate, save_gate, load_gate
+
+    gate = fit_threshold_gate(scores, "dense_top1", "keep@0.95")
+    save_gate("gate.json", gate, rule="keep@0.95", provenance=meta)
+    gate = load_gate("gate.json", index=index)        # refuses another model or chunking
+    decision = gate.decide(results, query="How do I set a cookie?")
+
+Gates: :class:`ThresholdGate` (any registered signal), :class:`FloorGapGate`
+(seed 001), :class:`FallbackChain` of :class:`Stage` (seed 003). Every gate
+has ``decide(results)``, ``decide_table(table)`` (for evaluation),
+``to_dict()`` and ``from_dict()``.
+"""
+
+from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
+from .chain import FallbackChain, Stage
+from .evaluate import gate_outcomes, heldout_gates, paired_differences, passage_metrics, summarize_heldout_gates
+from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
+from .fit import fit_default_chain, fit_floor_gap, fit_threshold_gate, floor_gap_sweep, retriever_features
+from .floor_gap import FloorGapGate
+from .refusal import CorpusDescription, hedge_message, refusal_message
+from .threshold import ThresholdGate
+
+__all__ = [
+    "ACTIONS",
+    "TIERS",
+    "Decision",
+    "Gate",
+    "gate_from_dict",
+    "ThresholdGate",
+    "FloorGapGate",
+    "Stage",
+    "FallbackChain",
+    "CorpusDescription",
+    "refusal_message",
+    "hedge_message",
+    "save_gate",
+    "load_gate",
+    "read_gate_file",
+    "GateFileError",
+    "GateWarning",
+    "retriever_features",
+    "fit_threshold_gate",
+    "floor_gap_sweep",
+    "fit_floor_gap",
+    "fit_default_chain",
+    "gate_outcomes",
+    "heldout_gates",
+    "summarize_heldout_gates",
+    "paired_differences",
+    "passage_metrics",
+]

@@ -1,0 +1,199 @@
+"""The decision every gate returns, the gate interface and the gate registry."""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..retrieval.base import RetrievalResult
+
+__all__ = ["ACTIONS", "TIERS", "Decision", "Gate", "GATE_TYPES", "gate_from_dict", "register_gate_type"]
+
+#: What a gate can tell the generator to do.
+ACTIONS = ("answer", "hedge", "refuse")
+#: Confidence tier of each action (seed 003's tiers).
+TIERS = {"answer": "confident", "hedge": "partial", "refuse": "refuse"}
+
+
+def _float_or_nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one query.
+
+    Attributes
+    ----------
+    action : {"answer", "hedge", "refuse"}
+        ``"hedge"`` means: answer, but say that the passages may only partly
+        cover the question.
+    score : float
+        The number the deciding gate compared with its bar (NaN when there was
+        nothing to score, e.g. no hits).
+    passages : tuple of (str, float)
+        ``(chunk_id, score)`` of the passages to pass on to the generator, in
+        the order to show them; empty on refusal. Only passages that clear the
+        gate's bar are listed (a cut, not a fixed top-k).
+    stage : str or None
+        Name of the chain stage that decided; None for a single gate, or when a
+        chain refused at every stage.
+    reasons : tuple of str
+        Short machine-readable reasons, one per check that was made.
+    message : str or None
+        Text for the user: a refusal that says what was searched, what was
+        close and what to try next; a caveat when hedging; None when answering.
+    """
+
+    action: str
+    score: float
+    passages: tuple = ()
+    stage: str | None = None
+    reasons: tuple = ()
+    message: str | None = None
+
+    def __post_init__(self):
+        if self.action not in ACTIONS:
+            raise ValueError(f"Decision action must be one of {ACTIONS}. Got {self.action!r} instead.")
+        passages = tuple((str(chunk_id), float(score)) for chunk_id, score in self.passages)
+        if self.action == "refuse" and passages:
+            raise ValueError("a refusal passes no passages on")
+        object.__setattr__(self, "score", _float_or_nan(self.score))
+        object.__setattr__(self, "passages", passages)
+        object.__setattr__(self, "reasons", tuple(str(reason) for reason in self.reasons))
+
+    @property
+    def tier(self) -> str:
+        """``"confident"``, ``"partial"`` or ``"refuse"``."""
+        return TIERS[self.action]
+
+    @property
+    def answered(self) -> bool:
+        """True for answer and hedge."""
+        return self.action != "refuse"
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (``score`` None when NaN), as ``ragcal ask --json`` prints it."""
+        return {
+            "action": self.action,
+            "score": None if math.isnan(self.score) else self.score,
+            "stage": self.stage,
+            "tier": self.tier,
+            "passages": [{"chunk_id": chunk_id, "score": score} for chunk_id, score in self.passages],
+            "reasons": list(self.reasons),
+            "message": self.message,
+        }
+
+
+#: ``type`` key in a gate's dict -> gate class; filled by :func:`register_gate_type`.
+GATE_TYPES: dict[str, type] = {}
+
+
+def register_gate_type(cls):
+    """Class decorator: make ``cls`` loadable by :func:`gate_from_dict` under ``cls.type``."""
+    GATE_TYPES[cls.type] = cls
+    return cls
+
+
+def gate_from_dict(data: Mapping) -> "Gate":
+    """Rebuild any gate from its :meth:`Gate.to_dict` form; an unknown type lists the known ones."""
+    if not isinstance(data, Mapping) or "type" not in data:
+        raise ValueError(f"a gate dict needs a 'type' key, one of {sorted(GATE_TYPES)}; got {data!r}")
+    try:
+        cls = GATE_TYPES[data["type"]]
+    except KeyError:
+        raise ValueError(f"unknown gate type {data['type']!r}; known types are {sorted(GATE_TYPES)}") from None
+    return cls.from_dict(data)
+
+
+@dataclass(frozen=True)
+class Gate(ABC):
+    """Interface of every gate.
+
+    A gate decides on one query's retrieval results (the same mapping
+    ``{retriever name: RetrievalResult}`` that signals take) with
+    :meth:`decide`, and on a whole table of per-query numbers at once with
+    :meth:`decide_table`, which the held-out evaluation uses; the two agree
+    on action, score and stage.
+
+    ``refusals`` is an optional :class:`ragcal.gates.CorpusDescription` that
+    words refusals and hedges with the corpus's page titles and terms; it is
+    not part of the gate's saved form (bind it with :meth:`bind`).
+    """
+
+    type: ClassVar[str] = ""
+    refusals: object = field(default=None, repr=False, compare=False, kw_only=True)
+
+    @abstractmethod
+    def decide(self, results: Mapping[str, RetrievalResult], *, query: str | None = None) -> Decision:
+        """The decision for one query; ``query`` (its text) only improves the wording of messages."""
+
+    @abstractmethod
+    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+        """``action``, ``score`` and ``stage`` for every row of a table of signals."""
+
+    @property
+    @abstractmethod
+    def retrievers(self) -> tuple[str, ...]:
+        """Retriever views that :meth:`decide` reads."""
+
+    @property
+    @abstractmethod
+    def columns(self) -> tuple[str, ...]:
+        """Columns of a score table that :meth:`decide_table` reads."""
+
+    @abstractmethod
+    def to_dict(self) -> dict:
+        """JSON-ready form with a ``type`` key; :func:`gate_from_dict` reverses it."""
+
+    def bind(self, refusals) -> "Gate":
+        """A copy that words its refusals with ``refusals`` (a CorpusDescription)."""
+        from dataclasses import replace
+
+        return replace(self, refusals=refusals)
+
+    # ------------------------------------------------------------------ helpers shared by the gates
+
+    def _check_results(self, results: Mapping[str, RetrievalResult]) -> None:
+        missing = [name for name in self.retrievers if name not in results]
+        if missing:
+            raise KeyError(f"{type(self).__name__} needs retriever results {missing}; got {sorted(results)}")
+
+    def _check_table(self, table: pd.DataFrame) -> None:
+        missing = [column for column in self.columns if column not in table.columns]
+        if missing:
+            raise ValueError(
+                f"{type(self).__name__} needs column(s) {', '.join(map(repr, missing))}; "
+                f"the table has {', '.join(map(str, table.columns))}"
+            )
+
+    def _refuse(self, results, query, reasons, score, stage=None) -> Decision:
+        from .refusal import refusal_message
+
+        message = refusal_message(results, query=query, reasons=reasons, corpus=self.refusals)
+        return Decision("refuse", score, (), stage, tuple(reasons), message)
+
+    def _answer(self, action, results, query, passages, reasons, score, stage=None) -> Decision:
+        from .refusal import hedge_message
+
+        message = hedge_message(passages, query=query, corpus=self.refusals) if action == "hedge" else None
+        return Decision(action, score, tuple(passages), stage, tuple(reasons), message)
+
+
+def actions_frame(action, score, stage=None) -> pd.DataFrame:
+    """The return value of :meth:`Gate.decide_table`."""
+    action = np.asarray(action, dtype=object)
+    stage = np.full(action.shape, None, dtype=object) if stage is None else np.asarray(stage, dtype=object)
+    # object dtype keeps None as None (pandas would otherwise infer strings and turn it into NaN)
+    return pd.DataFrame(
+        {
+            "action": pd.Series(action, dtype=object),
+            "score": np.asarray(score, dtype=float),
+            "stage": pd.Series(stage, dtype=object),
+        }
+    )

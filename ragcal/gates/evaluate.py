@@ -1,0 +1,199 @@
+"""How gates do per slice, on questions they were not fitted on.
+
+- :func:`gate_outcomes`: answer / hedge / refuse shares per slice with exact
+  (Clopper-Pearson) intervals, abstention accuracy, and which chain stage fired.
+- :func:`heldout_gates`: the repeated held-out protocol of
+  :func:`ragcal.calibration.heldout_outcomes` (same stratified half splits,
+  same seeds) for any gate: fit on the calibration half, decide on the other.
+- :func:`passage_metrics`: context precision and recall of the passages a gate
+  passes on (the cut) beside a fixed top-5 and top-10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..calibration import split_by_slice
+from ..metrics import check_score_table, clopper_pearson, unanswerable_slices
+from .base import ACTIONS
+
+__all__ = [
+    "ALL_UNANSWERABLE",
+    "gate_outcomes",
+    "heldout_gates",
+    "summarize_heldout_gates",
+    "paired_differences",
+    "passage_metrics",
+]
+
+#: Name of the pooled unanswerable group in outcome tables.
+ALL_UNANSWERABLE = "all unanswerable"
+
+
+def _groups(table: pd.DataFrame):
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    slices = table["slice"].to_numpy()
+    groups = [("answerable", answerable)]
+    groups += [(name, (slices == name) & ~answerable) for name in unanswerable_slices(table)]
+    groups.append((ALL_UNANSWERABLE, ~answerable))
+    return groups
+
+
+def _counts(table, decisions, stages=()):
+    """``[(slice, outcome, k, n)]`` for actions, 'answered' and each stage."""
+    action = decisions["action"].to_numpy(dtype=object)
+    stage = decisions["stage"].to_numpy(dtype=object)
+    rows = []
+    for name, mask in _groups(table):
+        n = int(mask.sum())
+        for outcome in ACTIONS:
+            rows.append((name, outcome, int((action[mask] == outcome).sum()), n))
+        rows.append((name, "answered", int((action[mask] != "refuse").sum()), n))
+        for stage_name in stages:
+            rows.append((name, f"stage:{stage_name}", int((stage[mask] == stage_name).sum()), n))
+    return rows
+
+
+def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
+    """Per-slice shares of each action, with exact binomial intervals.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table (``answerable``, ``slice``), aligned row for row with ``decisions``.
+    decisions : DataFrame
+        ``action`` and ``stage`` per row, from :meth:`Gate.decide_table`.
+
+    Returns
+    -------
+    DataFrame
+        ``slice, outcome, k, n, share, low, high``. Outcomes: ``answer``,
+        ``hedge``, ``refuse``, ``answered`` (answer or hedge) and
+        ``stage:<name>`` for every chain stage that appears. The ``refuse``
+        share of ``all unanswerable`` is the abstention accuracy (seed 000),
+        and ``answered`` of ``answerable`` the share of answerable questions kept.
+    """
+    table = check_score_table(table)
+    if len(table) != len(decisions):
+        raise ValueError(f"gate_outcomes: {len(table)} table rows but {len(decisions)} decisions")
+    stages = [name for name in pd.unique(decisions["stage"].dropna())]
+    frame = pd.DataFrame(_counts(table, decisions, stages), columns=["slice", "outcome", "k", "n"])
+    low, high = clopper_pearson(frame["k"], frame["n"], confidence=confidence)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frame["share"] = np.where(frame["n"] > 0, frame["k"] / frame["n"].where(frame["n"] > 0, 1), np.nan)
+    frame["low"], frame["high"] = low, high
+    return frame
+
+
+def heldout_gates(table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, random_state=0) -> pd.DataFrame:
+    """Fit each gate on the calibration half of every split and count its decisions on the other half.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table with every column the gates read.
+    fitters : dict of str to callable
+        ``{gate name: fit(calibration_table) -> Gate}``.
+    n_splits : int, default=1000
+        Split ``i`` is :func:`ragcal.calibration.split_by_slice` with seed
+        ``random_state + i``: the same splits as the threshold rules' held-out
+        table, so the two can be compared split by split.
+
+    Returns
+    -------
+    DataFrame
+        ``split, gate, slice, outcome, k, n`` (outcomes as in :func:`gate_outcomes`).
+    """
+    table = check_score_table(table).reset_index(drop=True)
+    slices = table["slice"].to_numpy()
+    rows = []
+    for split in range(n_splits):
+        calibration = split_by_slice(slices, random_state=random_state + split)
+        fitting, evaluation = table[calibration], table[~calibration].reset_index(drop=True)
+        for name, fit in fitters.items():
+            gate = fit(fitting)
+            decisions = gate.decide_table(evaluation)
+            stages = [stage.name for stage in getattr(gate, "stages", ())]
+            rows += [(split, name, *row) for row in _counts(evaluation, decisions, stages)]
+    return pd.DataFrame(rows, columns=["split", "gate", "slice", "outcome", "k", "n"])
+
+
+def summarize_heldout_gates(heldout: pd.DataFrame) -> pd.DataFrame:
+    """Mean share over splits with the 2.5th, 5th, 50th, 95th and 97.5th percentiles.
+
+    Shares of different splits are not independent draws (the splits overlap),
+    so these percentiles show how much one split can mislead, not a confidence
+    interval of the mean.
+    """
+    shares = heldout.assign(share=heldout["k"] / heldout["n"].where(heldout["n"] > 0))
+    grouped = shares.groupby(["gate", "slice", "outcome"], sort=False)["share"]
+    summary = grouped.agg(mean="mean").reset_index()
+    for quantile in (0.025, 0.05, 0.5, 0.95, 0.975):
+        summary[f"p{quantile * 100:g}"] = grouped.quantile(quantile).to_numpy()
+    return summary
+
+
+def paired_differences(heldout: pd.DataFrame, baseline: str, *, slice_name: str, outcome: str) -> pd.DataFrame:
+    """Per-split difference of each gate's share against ``baseline`` on the same split.
+
+    Returns
+    -------
+    DataFrame
+        ``gate, mean, low, high, better`` with the 2.5th and 97.5th
+        percentiles of the paired per-split difference, and the share of
+        splits in which the gate's share is higher than the baseline's.
+    """
+    selected = heldout[(heldout["slice"] == slice_name) & (heldout["outcome"] == outcome)]
+    if selected.empty:
+        raise ValueError(f"paired_differences: no rows for slice {slice_name!r} and outcome {outcome!r}")
+    shares = selected.assign(share=selected["k"] / selected["n"]).pivot(index="split", columns="gate", values="share")
+    if baseline not in shares.columns:
+        raise ValueError(f"paired_differences: unknown baseline {baseline!r}; gates are {list(shares.columns)}")
+    rows = []
+    for gate in shares.columns:
+        difference = shares[gate] - shares[baseline]
+        low, high = np.quantile(difference, [0.025, 0.975])
+        rows.append(
+            {"gate": gate, "mean": difference.mean(), "low": low, "high": high, "better": (difference > 0).mean()}
+        )
+    return pd.DataFrame(rows)
+
+
+def passage_metrics(decisions, gold: dict, retrieved_lists: dict, *, ks=(5, 10)) -> pd.DataFrame:
+    """Context precision and recall of the passages passed on, beside a fixed top-k.
+
+    Parameters
+    ----------
+    decisions : dict of str to Decision
+        Query id -> decision; only answerable queries that were answered (or
+        hedged) are scored.
+    gold : dict of str to set of str
+        Gold pages per query id.
+    retrieved_lists : dict of str to RetrievalResult
+        Query id -> the ranked list the fixed top-k baseline takes its passages from.
+
+    Returns
+    -------
+    DataFrame
+        One row per scored query: ``passages`` (how many were passed on),
+        ``precision@cut`` (share of passages from a gold page), ``recall@cut``
+        (share of gold pages among them), and ``precision@k``, ``recall@k`` for
+        each k.
+    """
+    rows = []
+    for query_id, decision in decisions.items():
+        relevant = set(gold.get(query_id, ()))
+        if not relevant or not decision.answered:
+            continue
+        row = {"id": query_id, "passages": len(decision.passages)}
+        pages = [chunk_id.rsplit("#", 1)[0] for chunk_id, _ in decision.passages]
+        row["precision@cut"] = sum(page in relevant for page in pages) / len(pages) if pages else 0.0
+        row["recall@cut"] = len(relevant & set(pages)) / len(relevant)
+        listed = retrieved_lists[query_id].doc_paths()
+        for k in ks:
+            top = listed[:k]
+            row[f"precision@{k}"] = sum(page in relevant for page in top) / k
+            row[f"recall@{k}"] = len(relevant & set(top)) / len(relevant)
+        rows.append(row)
+    return pd.DataFrame(rows)

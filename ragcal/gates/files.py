@@ -1,0 +1,174 @@
+"""Calibrated gates as JSON files that remember which score scale they belong to.
+
+A threshold belongs to one engine's score scale: the embedding model, the
+chunking and the corpus. A gate file carries the gate, the rule and numbers it
+was fitted with, and the provenance of the score table it was fitted on
+(``scores.meta.json``). :func:`load_gate` refuses to put it in front of an
+index with another model or another chunking: a threshold on another model's
+scale is wrong, not approximate.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+from .._io import atomic_write_text
+from .base import Gate, gate_from_dict
+from .refusal import CorpusDescription
+
+__all__ = [
+    "GATE_FORMAT",
+    "PROVENANCE_KEYS",
+    "CHUNKING_KEYS",
+    "GateFileError",
+    "GateWarning",
+    "save_gate",
+    "read_gate_file",
+    "load_gate",
+    "check_provenance",
+    "index_options",
+]
+
+GATE_FORMAT = "ragcal-gate/1"
+#: What a gate file keeps of the score table's provenance.
+PROVENANCE_KEYS = (
+    "model",
+    "model_fingerprint",
+    "chunker",
+    "max_tokens",
+    "window",
+    "expand_includes",
+    "n_chunks",
+    "chunks_sha256",
+    "corpus",
+    "excluded",
+    "queries",
+)
+#: Provenance that must match the index exactly (anything else changes the score scale).
+CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")
+
+
+class GateFileError(ValueError):
+    """A gate file cannot be read, or cannot be used with this index."""
+
+
+class GateWarning(UserWarning):
+    """A gate is usable but something about its provenance deserves a look (e.g. the corpus changed)."""
+
+
+def save_gate(path, gate: Gate, *, rule=None, fitted=None, provenance=None) -> Path:
+    """Write ``gate`` with its rule, fitted numbers and provenance as JSON (atomically).
+
+    Parameters
+    ----------
+    path : str or Path
+    gate : Gate
+    rule : str or dict, default=None
+        How it was fitted, e.g. ``"keep@0.95"``.
+    fitted : dict, default=None
+        Numbers from the fit (calibration sizes, in-sample outcome, ...).
+    provenance : dict, default=None
+        The score table's ``.meta.json``; only :data:`PROVENANCE_KEYS` are kept.
+    """
+    provenance = {key: provenance[key] for key in PROVENANCE_KEYS if provenance and key in provenance}
+    document = {
+        "format": GATE_FORMAT,
+        "gate": gate.to_dict(),
+        "rule": rule,
+        "fitted": fitted or {},
+        "provenance": provenance,
+    }
+    return atomic_write_text(path, json.dumps(document, indent=2) + "\n")
+
+
+def read_gate_file(path) -> dict:
+    """The whole gate file, checked; ``document["gate"]`` is already a :class:`Gate`."""
+    path = Path(path)
+    if not path.is_file():
+        raise GateFileError(f"{path}: gate file not found")
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise GateFileError(f"{path}: not a JSON gate file ({error})") from error
+    if not isinstance(document, dict) or document.get("format") != GATE_FORMAT:
+        found = document.get("format") if isinstance(document, dict) else type(document).__name__
+        raise GateFileError(f"{path}: expected a {GATE_FORMAT!r} file, found format {found!r}")
+    try:
+        document["gate"] = gate_from_dict(document.get("gate"))
+    except (KeyError, TypeError, ValueError) as error:
+        raise GateFileError(f"{path}: invalid gate: {error}") from error
+    document.setdefault("provenance", {})
+    return document
+
+
+def check_provenance(provenance: dict, config: dict, *, source="gate file") -> None:
+    """Raise :class:`GateFileError` unless the gate was fitted on this model and chunking.
+
+    ``config`` is an index's :attr:`ragcal.scoring.RetrievalIndex.config`. A
+    different corpus digest (the docs changed) is only a :class:`GateWarning`.
+    """
+    fitted_on = provenance.get("model_fingerprint")
+    if not fitted_on:
+        raise GateFileError(
+            f"{source}: the gate records no model fingerprint, so nothing says which score scale its thresholds "
+            "belong to; fit it with `ragcal fit-gate` from a score table that has its .meta.json beside it"
+        )
+    if fitted_on != config.get("model_fingerprint"):
+        raise GateFileError(
+            f"{source}: fitted on model {fitted_on} but the index uses {config.get('model_fingerprint')}; "
+            "a threshold on another model's scale is wrong, not approximate: score and fit again with this model"
+        )
+    for key in CHUNKING_KEYS:
+        if key in provenance and provenance[key] != config.get(key):
+            raise GateFileError(
+                f"{source}: fitted with {key}={provenance[key]!r} but the index has {key}={config.get(key)!r}; "
+                "chunking changes the score scale: build the index with the gate's chunking, or fit again"
+            )
+    digest = provenance.get("chunks_sha256")
+    if digest and digest != config.get("chunks_sha256"):
+        warnings.warn(
+            f"{source}: the corpus changed since the gate was fitted ({provenance.get('n_chunks')} chunks then, "
+            f"{config.get('n_chunks')} now); the threshold may have drifted: re-check it on a labeled set",
+            GateWarning,
+            stacklevel=3,
+        )
+
+
+def index_options(provenance: dict) -> dict:
+    """:func:`ragcal.scoring.build_index` options that reproduce the gate's chunking and model."""
+    options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
+    if provenance.get("model"):
+        options["model"] = provenance["model"]
+    return options
+
+
+def load_gate(path, *, index=None) -> Gate:
+    """Read a gate file; with ``index``, check its provenance and bind refusals to that corpus.
+
+    Parameters
+    ----------
+    path : str or Path
+    index : RetrievalIndex, default=None
+        The index the gate will decide on. Its model fingerprint and chunking
+        must match the gate's provenance, and it must offer every retriever
+        view the gate reads.
+
+    Raises
+    ------
+    GateFileError
+        Missing or malformed file, another model or chunking, a missing view.
+    """
+    document = read_gate_file(path)
+    gate = document["gate"]
+    if index is None:
+        return gate
+    check_provenance(document["provenance"], index.config, source=str(path))
+    missing = [name for name in gate.retrievers if name not in index.retriever_names]
+    if missing:
+        raise GateFileError(
+            f"{path}: the gate reads retriever view(s) {missing}, which this index does not offer "
+            f"({', '.join(index.retriever_names)})"
+        )
+    return gate.bind(CorpusDescription.from_index(index))

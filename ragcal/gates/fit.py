@@ -1,0 +1,238 @@
+"""Fitting gates on a calibration table (never on the rows they are evaluated on).
+
+Every fit takes a score table (``answerable``, ``slice`` and signal columns,
+as from :func:`ragcal.scoring.score_table`) and returns a gate. The held-out
+evaluation in :mod:`ragcal.gates.evaluate` calls these on one half of every
+slice and scores the result on the other half.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..calibration import fit_threshold, parse_rule
+from ..metrics import check_score_table, slice_column, unanswerable_slices
+from ..signals import SIGNALS, get_signal
+from .chain import FallbackChain, Stage
+from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
+from .threshold import ThresholdGate
+
+__all__ = [
+    "retriever_features",
+    "fit_threshold_gate",
+    "floor_gap_sweep",
+    "fit_floor_gap",
+    "fit_default_chain",
+    "DEFAULT_CHAIN_COLUMNS",
+]
+
+#: Score-table columns the default chain is fitted on and decides with.
+DEFAULT_CHAIN_COLUMNS = ("dense_top1", "bm25_top1_stopwords")
+
+
+def retriever_features(retrieved: dict) -> pd.DataFrame:
+    """Top and second score of every retriever, one row per query.
+
+    Columns ``<retriever>_top1`` and ``<retriever>_top2`` (NaN when the
+    retriever returned fewer hits), which is what :class:`FloorGapGate`
+    reads in :meth:`~FloorGapGate.decide_table`; for ``dense`` they equal the
+    ``dense_top1`` and ``dense_top2`` signals.
+    """
+    columns = {}
+    for name, results in retrieved.items():
+        top, second = floor_gap_columns(name)
+        columns[top] = [result.score_at(1) for result in results]
+        columns[second] = [result.score_at(2) for result in results]
+    return pd.DataFrame(columns, dtype=float)
+
+
+def _keep_share(rule: str, function: str) -> float:
+    name, value = parse_rule(rule)
+    if name != "keep":
+        raise ValueError(f"{function} fits by the keep@p rule only (e.g. keep@0.95). Got {rule!r} instead.")
+    return value
+
+
+def fit_threshold_gate(
+    table: pd.DataFrame,
+    signal: str,
+    rule: str,
+    *,
+    hedge_rule: str | None = None,
+    higher_is_answerable: bool | None = None,
+    delta: float = 0.1,
+    **gate_options,
+) -> ThresholdGate:
+    """A :class:`ThresholdGate` whose threshold is ``rule`` fitted on ``table``.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Calibration score table.
+    signal : str
+        A registered signal and a column of ``table``.
+    rule : str
+        Any rule of :data:`ragcal.calibration.RULES`, e.g. ``"keep@0.95"``.
+    hedge_rule : str, default=None
+        A second, stricter rule for the hedge band, e.g. ``"keep@0.8"``.
+    higher_is_answerable : bool, default=None
+        The registry's direction for the signal when None.
+    delta : float, default=0.1
+        For the guarantee rules.
+    **gate_options
+        Passed to :class:`ThresholdGate` (``passages_from``, ``max_passages``, ...).
+    """
+    table = check_score_table(table, [signal])
+    higher = get_signal(signal).higher_is_answerable if higher_is_answerable is None else higher_is_answerable
+    scores, answerable = table[signal], table["answerable"]
+    threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher, delta=delta)
+    hedge_below = None
+    if hedge_rule is not None:
+        hedge = fit_threshold(hedge_rule, scores, answerable, higher_is_answerable=higher, delta=delta)
+        hedge_below = max(hedge, threshold) if higher else min(hedge, threshold)
+    return ThresholdGate(signal, threshold, higher_is_answerable=higher, hedge_below=hedge_below, **gate_options)
+
+
+def _grid(values, n):
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        raise ValueError("floor_gap_sweep: no finite scores to build a grid from")
+    low, high = np.quantile(values, [0.0, 1.0])
+    return np.linspace(low, high, n)
+
+
+def floor_gap_sweep(
+    table: pd.DataFrame, *, retriever: str = "dense", floors=None, gaps=None, n_floors: int = 61, n_gaps: int = 41
+) -> pd.DataFrame:
+    """Per-slice outcome of :class:`FloorGapGate` over a grid of floors and minimum gaps.
+
+    Parameters
+    ----------
+    table : DataFrame
+        With ``answerable``, ``slice`` and the two columns of
+        :func:`floor_gap_columns` for ``retriever``.
+    floors, gaps : array-like of float, default=None
+        When None, ``n_floors`` evenly spaced floors over the range of top
+        scores and ``n_gaps`` minimum gaps from 0 to the largest top-second gap.
+
+    Returns
+    -------
+    DataFrame
+        One row per (floor, min_gap): ``answerable_kept``,
+        ``<slice>_refused`` per unanswerable slice and ``unanswerable_refused``,
+        each with ``_k`` (count) and ``_n``.
+    """
+    top_column, second_column = floor_gap_columns(retriever)
+    table = check_score_table(table, [top_column, second_column])
+    top = table[top_column].to_numpy(dtype=float)
+    second = table[second_column].to_numpy(dtype=float)
+    floors = _grid(top, n_floors) if floors is None else np.asarray(floors, dtype=float)
+    if gaps is None:
+        gaps = np.linspace(0.0, max(float(np.nanmax(top - second, initial=0.0)), 0.0), n_gaps)
+    gaps = np.asarray(gaps, dtype=float)
+    answers = floor_gap_answers(top[None, None, :], second[None, None, :], floors[:, None, None], gaps[None, :, None])
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    grid_floor, grid_gap = np.meshgrid(floors, gaps, indexing="ij")
+    columns = {"floor": grid_floor.ravel(), "min_gap": grid_gap.ravel()}
+    groups = [("answerable", "kept", answerable)]
+    groups += [
+        (slice_column(name), "refused", (table["slice"] == name).to_numpy() & ~answerable)
+        for name in unanswerable_slices(table)
+    ]
+    groups.append(("unanswerable", "refused", ~answerable))
+    for group, outcome, mask in groups:
+        answered = answers[:, :, mask].sum(axis=2).ravel()
+        count = answered if outcome == "kept" else mask.sum() - answered
+        with np.errstate(invalid="ignore", divide="ignore"):
+            columns[f"{group}_{outcome}"] = count / mask.sum() if mask.sum() else np.full(count.shape, np.nan)
+        columns[f"{group}_{outcome}_k"] = count
+        columns[f"{group}_n"] = np.full(count.shape, mask.sum())
+    return pd.DataFrame(columns)
+
+
+def fit_floor_gap(
+    table: pd.DataFrame, *, rule: str = "keep@0.95", retriever: str = "dense", max_passages: int | None = 10
+) -> FloorGapGate:
+    """The :class:`FloorGapGate` that refuses most unanswerable questions while keeping a share of answerable ones.
+
+    A 2-D search over every candidate floor (each distinct top score) and
+    minimum gap (0 and each distinct top-second gap): among the pairs that
+    answer at least a share ``p`` of the answerable questions (``rule`` is
+    ``keep@p``), take the one that refuses the most unanswerable questions;
+    ties go to more answerable questions kept, then the smaller gap, then the
+    higher floor. It is an empirical optimum on the calibration table, with
+    no finite-sample guarantee.
+    """
+    keep = _keep_share(rule, "fit_floor_gap")
+    top_column, second_column = floor_gap_columns(retriever)
+    table = check_score_table(table, [top_column, second_column])
+    top = table[top_column].to_numpy(dtype=float)
+    second = table[second_column].to_numpy(dtype=float)
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    if not answerable.any():
+        raise ValueError("fit_floor_gap needs at least one answerable calibration question")
+    floors = np.unique(top[np.isfinite(top)])
+    gaps = np.unique(np.concatenate([[0.0], (top - second)[np.isfinite(top - second)]]))
+    answers = floor_gap_answers(top[None, None, :], second[None, None, :], floors[:, None, None], gaps[None, :, None])
+    kept = answers[:, :, answerable].sum(axis=2)
+    refused = (~answers[:, :, ~answerable]).sum(axis=2)
+    feasible = kept >= math.ceil(keep * answerable.sum() - 1e-12)
+    floor_index, gap_index = np.nonzero(feasible)
+    order = np.lexsort(
+        (-floors[floor_index], gaps[gap_index], -kept[floor_index, gap_index], -refused[floor_index, gap_index])
+    )
+    best = order[0]
+    return FloorGapGate(
+        float(floors[floor_index[best]]), float(gaps[gap_index[best]]), retriever=retriever, max_passages=max_passages
+    )
+
+
+def fit_default_chain(
+    table: pd.DataFrame,
+    *,
+    rule: str = "keep@0.95",
+    confident_rule: str = "false_answer_guarantee@0.1",
+    keyword_rule: str = "false_answer_guarantee@0.1",
+    delta: float = 0.1,
+    max_passages: int = 10,
+    broad_max_passages: int = 20,
+) -> FallbackChain:
+    """Seed 003's chain, fitted: hybrid, then keyword-only BM25, then a broad hedged dense search, then refuse.
+
+    Stages (their names are what :attr:`Decision.stage` reports):
+
+    1. ``hybrid`` (confident): ``dense_top1`` clears a high bar fitted with
+       ``confident_rule`` (by default: with 90% confidence, at most 10% of
+       unanswerable questions clear it); passages in reciprocal-rank-fusion
+       order, each clearing the same cosine bar.
+    2. ``keyword`` (confident): BM25 without stop words clears a bar fitted
+       with ``keyword_rule``: questions whose exact terms the corpus matches
+       strongly, which dense retrieval can miss.
+    3. ``broad`` (partial, so hedged): ``dense_top1`` clears the low bar of
+       ``rule``, the same bar a single :class:`ThresholdGate` would use, with up
+       to ``broad_max_passages`` passages.
+    4. refuse, with a helpful message.
+
+    With a reranker configured, a reranker stage belongs in front (the
+    reranker issue adds it); the chain takes any stages.
+    """
+    missing = [column for column in DEFAULT_CHAIN_COLUMNS if column not in SIGNALS]
+    if missing:  # pragma: no cover - the built-in signals are always registered
+        raise ValueError(f"fit_default_chain needs the signals {missing}")
+    table = check_score_table(table, list(DEFAULT_CHAIN_COLUMNS))
+    answerable = table["answerable"]
+    low = fit_threshold(rule, table["dense_top1"], answerable, delta=delta)
+    high = max(fit_threshold(confident_rule, table["dense_top1"], answerable, delta=delta), low)
+    keyword = fit_threshold(keyword_rule, table["bm25_top1_stopwords"], answerable, delta=delta)
+    # BM25 gives 0 when nothing matched; a keyword stage must need at least one match.
+    keyword = max(keyword, np.nextafter(0.0, 1.0))
+    return FallbackChain(
+        (
+            Stage("hybrid", ThresholdGate("dense_top1", high, passages_from="rrf", max_passages=max_passages)),
+            Stage("keyword", ThresholdGate("bm25_top1_stopwords", keyword, max_passages=max_passages)),
+            Stage("broad", ThresholdGate("dense_top1", low, max_passages=broad_max_passages), tier="partial"),
+        )
+    )

@@ -1,0 +1,152 @@
+"""Seed 001's floor-and-gap check (``groundedEnough``), with its exact semantics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._numbers import from_json_number, to_json_number
+from .base import Decision, Gate, actions_frame, register_gate_type
+from .threshold import _check_max_passages, cut_passages
+
+__all__ = ["FloorGapGate", "floor_gap_columns"]
+
+
+def floor_gap_columns(retriever: str) -> tuple[str, str]:
+    """Score-table columns with the top and second score of ``retriever``.
+
+    ``("dense_top1", "dense_top2")`` for dense (the registered signals), else
+    ``("<retriever>_top1", "<retriever>_top2")`` as written by
+    :func:`ragcal.gates.retriever_features`. NaN means "no such hit".
+    """
+    return f"{retriever}_top1", f"{retriever}_top2"
+
+
+@register_gate_type
+@dataclass(frozen=True)
+class FloorGapGate(Gate):
+    """Answer when the best passage clears a floor and stands out, or has company above the floor.
+
+    The cases, checked in this order (seed 001)::
+
+        no hits                         -> refuse
+        top < floor                     -> refuse
+        a single hit                    -> answer
+        top - second > min_gap          -> answer   (strictly greater)
+        second >= floor                 -> answer
+        otherwise                       -> refuse
+
+    Parameters
+    ----------
+    floor : float
+        Lowest acceptable top score.
+    min_gap : float
+        Margin by which the top score must beat the second when the second is
+        below the floor.
+    retriever : str, default="dense"
+        Whose scores are checked.
+    max_passages : int or None, default=10
+        Cap on the passages passed on: those scoring at least ``floor``.
+
+    Examples
+    --------
+    >>> from ragcal.retrieval import RetrievalResult
+    >>> hits = RetrievalResult("dense", ("a.md#0", "b.md#0"), [0.62, 0.41])
+    >>> FloorGapGate(0.5, 0.1).decide({"dense": hits}).reasons
+    ('gap 0.210 > min_gap 0.100',)
+    """
+
+    type = "floor_gap"
+
+    floor: float
+    min_gap: float
+    retriever: str = "dense"
+    max_passages: int | None = 10
+
+    def __post_init__(self):
+        for name in ("floor", "min_gap"):
+            value = float(getattr(self, name))
+            if math.isnan(value):
+                raise ValueError(f"The '{name}' parameter of FloorGapGate must be a number. Got nan instead.")
+            object.__setattr__(self, name, value)
+        _check_max_passages(self.max_passages, "FloorGapGate")
+
+    @property
+    def retrievers(self) -> tuple[str, ...]:
+        return (self.retriever,)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return floor_gap_columns(self.retriever)
+
+    def decide(self, results: Mapping, *, query: str | None = None) -> Decision:
+        self._check_results(results)
+        hits = results[self.retriever]
+        if hits.is_empty:
+            return self._refuse(results, query, ["no hits"], math.nan)
+        top = float(hits.scores[0])
+        if top < self.floor:
+            return self._refuse(results, query, [f"top score {top:.3f} < floor {self.floor:.3f}"], top)
+        if len(hits) == 1:
+            reason = f"single hit, top score {top:.3f} >= floor {self.floor:.3f}"
+        else:
+            second = float(hits.scores[1])
+            gap = top - second
+            if gap > self.min_gap:
+                reason = f"gap {gap:.3f} > min_gap {self.min_gap:.3f}"
+            elif second >= self.floor:
+                reason = f"second score {second:.3f} >= floor {self.floor:.3f}"
+            else:
+                return self._refuse(
+                    results,
+                    query,
+                    [f"second score {second:.3f} < floor {self.floor:.3f} and gap {gap:.3f} <= min_gap {self.min_gap:.3f}"],
+                    top,
+                )
+        passages = cut_passages(
+            results, self.retriever, bar_retriever=self.retriever, bar=self.floor, max_passages=self.max_passages
+        )
+        return self._answer("answer", results, query, passages, [reason], top)
+
+    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+        self._check_table(table)
+        top_column, second_column = self.columns
+        top = table[top_column].to_numpy(dtype=float)
+        second = table[second_column].to_numpy(dtype=float)
+        return actions_frame(np.where(floor_gap_answers(top, second, self.floor, self.min_gap), "answer", "refuse"), top)
+
+    def to_dict(self) -> dict:
+        return {
+            "type": self.type,
+            "floor": to_json_number(self.floor),
+            "min_gap": to_json_number(self.min_gap),
+            "retriever": self.retriever,
+            "max_passages": self.max_passages,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "FloorGapGate":
+        return cls(
+            from_json_number(data["floor"], name="floor"),
+            from_json_number(data["min_gap"], name="min_gap"),
+            retriever=data.get("retriever", "dense"),
+            max_passages=data.get("max_passages", 10),
+        )
+
+
+def floor_gap_answers(top, second, floor, min_gap):
+    """Vectorised :meth:`FloorGapGate.decide`: True where it answers.
+
+    ``top`` and ``second`` are arrays (NaN: no such hit); ``floor`` and
+    ``min_gap`` broadcast against them, so a grid of floors and gaps can be
+    evaluated in one call.
+    """
+    top, second = np.asarray(top, dtype=float), np.asarray(second, dtype=float)
+    with np.errstate(invalid="ignore"):
+        above = top >= floor  # False for NaN: no hits
+        single = np.isnan(second)
+        return above & (single | (top - second > min_gap) | (second >= floor))
