@@ -5,6 +5,11 @@
   metrics with intervals from TREC run files
 - ``ragcal calibrate SCORES.csv --signal NAME --rule keep@1.0 [--heldout N]``:
   threshold and per-slice outcome with intervals, for any score table
+- ``ragcal fit-gate SCORES.csv --signal NAME --rule RULE --out gate.json``:
+  a calibrated gate as a file (``--gate floor-gap`` or ``--gate chain`` for the
+  other kinds)
+- ``ragcal ask --gate gate.json [--json] QUESTION...``: decisions with passages
+  and helpful refusals
 - ``ragcal reproduce [--results DIR]``: the main job of the README.
 """
 
@@ -142,6 +147,164 @@ def _calibrate(args) -> None:
             print(summary.round(3).to_string())
 
 
+GATE_KINDS = ("threshold", "floor-gap", "chain")
+
+
+def _read_provenance(scores_path: Path) -> dict | None:
+    import json
+
+    meta = scores_path.with_name(scores_path.stem + ".meta.json")
+    if not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{meta}: not valid JSON ({error})") from error
+
+
+def _fit_gate(args) -> None:
+    import pandas as pd
+
+    from .calibration import parse_rule
+    from .gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, gate_outcomes, save_gate
+    from .gates.fit import DEFAULT_CHAIN_COLUMNS
+    from .gates.floor_gap import floor_gap_columns
+    from .metrics import check_score_table
+
+    parse_rule(args.rule)
+    if args.hedge_rule:
+        parse_rule(args.hedge_rule)
+    if not args.scores.is_file():
+        raise ValueError(f"{args.scores}: score table not found")
+    if args.gate == "threshold":
+        needed = [args.signal]
+        higher = False if args.lower_is_answerable else None
+
+        def fit(table):
+            return fit_threshold_gate(
+                table,
+                args.signal,
+                args.rule,
+                hedge_rule=args.hedge_rule,
+                higher_is_answerable=higher,
+                delta=args.delta,
+                max_passages=args.max_passages,
+            )
+
+    elif args.gate == "floor-gap":
+        needed = list(floor_gap_columns(args.retriever))
+
+        def fit(table):
+            return fit_floor_gap(table, rule=args.rule, retriever=args.retriever, max_passages=args.max_passages)
+
+    else:
+        needed = list(DEFAULT_CHAIN_COLUMNS)
+
+        def fit(table):
+            return fit_default_chain(table, rule=args.rule, delta=args.delta, max_passages=args.max_passages)
+
+    table = check_score_table(pd.read_csv(args.scores), needed, source=str(args.scores))
+    gate = fit(table)
+    provenance = _read_provenance(args.scores)
+    if provenance is None:
+        print(
+            f"warning: {args.scores.with_name(args.scores.stem + '.meta.json')} not found: the gate records no model "
+            "or chunking, so `ragcal ask` will refuse to use it",
+            file=sys.stderr,
+        )
+    in_sample = gate_outcomes(table, gate.decide_table(table))
+    answered = in_sample[in_sample["outcome"] == "answered"]
+    fitted = {
+        "gate": args.gate,
+        "n_calibration": int(len(table)),
+        "slices": {str(name): int(count) for name, count in table["slice"].value_counts(sort=False).items()},
+        "answered_in_sample": {row.slice: round(float(row.share), 4) for row in answered.itertuples()},
+    }
+    save_gate(args.out, gate, rule=args.rule, fitted=fitted, provenance=provenance)
+    print(f"wrote {args.out}: {args.gate} gate fitted with {args.rule} on {len(table)} queries from {args.scores}")
+    for key, value in gate.to_dict().items():
+        if key != "stages":
+            print(f"  {key}: {value}")
+    for stage in getattr(gate, "stages", ()):
+        details = stage.gate.to_dict()
+        print(f"  stage {stage.name} ({stage.tier}): {details['signal']} >= {details['threshold']:.4f}")
+    print("answered per slice (in-sample: fitted and scored on the same queries):")
+    for row in answered.itertuples():
+        print(f"  {row.slice:<20} {row.share:6.1%}  ({row.k}/{row.n})  [{row.low:.1%}, {row.high:.1%}]")
+    if args.heldout:
+        from .gates import heldout_gates, summarize_heldout_gates
+
+        summary = summarize_heldout_gates(heldout_gates(table, {args.gate: fit}, n_splits=args.heldout))
+        summary = summary[summary["outcome"] == "answered"]
+        print(f"answered per slice, held out over {args.heldout} stratified half splits (mean, 5th-95th percentile):")
+        for row in summary.itertuples():
+            print(f"  {row.slice:<20} {row.mean:6.1%}  [{row.p5:.1%}, {row.p95:.1%}]")
+
+
+def _ask_queries(args):
+    import pandas as pd
+
+    if args.queries is None:
+        if not args.question:
+            raise ValueError("ragcal ask needs a QUESTION or --queries FILE.csv")
+        return [None] * len(args.question), list(args.question)
+    if not args.queries.is_file():
+        raise ValueError(f"{args.queries}: query file not found")
+    frame = pd.read_csv(args.queries, dtype=str, keep_default_na=False)
+    if "query" not in frame.columns:
+        raise ValueError(f"{args.queries}: missing column 'query'; have {', '.join(frame.columns)}")
+    ids = list(frame["id"]) if "id" in frame.columns else [str(n) for n in range(1, len(frame) + 1)]
+    return ids + [None] * len(args.question), list(frame["query"]) + list(args.question)
+
+
+def _print_decision(query, decision, gate) -> None:
+    refusals = gate.refusals
+    print(f"? {query}")
+    score = "n/a" if decision.score != decision.score else f"{decision.score:.3f}"
+    print(f"  {decision.action.upper():<6} score {score}  stage {decision.stage or '-'}  tier {decision.tier}")
+    if decision.passages:
+        print("  passages:")
+        for chunk_id, passage_score in decision.passages:
+            heading = refusals.heading(chunk_id) if refusals is not None else ""
+            print(f"    {passage_score:8.3f}  {chunk_id}  {heading}")
+    print("  reasons: " + "; ".join(decision.reasons))
+    if decision.message:
+        print("  " + decision.message.replace("\n", "\n  "))
+    print()
+
+
+def _ask(args) -> None:
+    import json
+
+    from .gates import read_gate_file
+    from .gates.files import check_provenance, index_options
+    from .gates.refusal import CorpusDescription
+    from .scoring import build_index
+
+    document = read_gate_file(args.gate)
+    ids, questions = _ask_queries(args)
+    options = index_options(document["provenance"])
+    if args.model:
+        options["model"] = args.model
+    index = build_index(args.corpus, cache_dir=args.cache_dir, exclude=args.exclude, **options)
+    check_provenance(document["provenance"], index.config, source=str(args.gate))
+    gate = document["gate"]
+    missing = [name for name in gate.retrievers if name not in index.retriever_names]
+    if missing:
+        raise ValueError(f"{args.gate}: the gate reads retriever view(s) {missing}, which the index does not offer")
+    gate = gate.bind(CorpusDescription.from_index(index))
+    retrieved = index.retrieve(questions)
+    for position, (query_id, question) in enumerate(zip(ids, questions)):
+        results = {name: per_query[position] for name, per_query in retrieved.items()}
+        decision = gate.decide(results, query=question)
+        if args.json:
+            record = {"id": query_id} if query_id is not None else {}
+            record.update({"query": question, **decision.to_dict()})
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            _print_decision(question, decision, gate)
+
+
 def _golden(args) -> int:
     import json
 
@@ -213,6 +376,45 @@ def main(argv=None) -> int:
     )
     calibrate.add_argument("--seed", type=int, default=0)
 
+    fit_gate = commands.add_parser(
+        "fit-gate",
+        help="fit a gate on a score table and save it as JSON with its provenance",
+        description="Fits a gate on every row of the score table (use --heldout N to see how it does on questions "
+        "it was not fitted on) and writes it with the model and chunking from the table's .meta.json.",
+    )
+    fit_gate.add_argument("scores", type=Path, help="score table CSV (its .meta.json beside it gives the provenance)")
+    fit_gate.add_argument("--out", type=Path, required=True, help="gate JSON to write")
+    fit_gate.add_argument("--gate", choices=GATE_KINDS, default="threshold", help="kind of gate (default threshold)")
+    fit_gate.add_argument("--signal", default="dense_top1", help="signal of a threshold gate (default dense_top1)")
+    fit_gate.add_argument(
+        "--rule",
+        default="keep@0.95",
+        help="threshold rule (default keep@0.95); floor-gap takes keep@p only; for the chain it sets the broad stage",
+    )
+    fit_gate.add_argument("--hedge-rule", default=None, help="threshold gate: a stricter rule whose band is hedged")
+    fit_gate.add_argument("--retriever", default="dense", help="floor-gap: whose top and second score (default dense)")
+    fit_gate.add_argument("--max-passages", type=int, default=10, help="cap on passages passed on (default 10)")
+    fit_gate.add_argument("--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules")
+    fit_gate.add_argument("--lower-is-answerable", action="store_true", help="the signal is low for answerable queries")
+    fit_gate.add_argument("--heldout", type=int, default=0, metavar="N", help="also report N held-out half splits")
+
+    ask = commands.add_parser(
+        "ask",
+        help="decide on questions with a saved gate: answer, hedge or refuse, with passages and messages",
+        description="Builds the index with the gate's model and chunking (and refuses a gate fitted on another "
+        "model or chunking), then prints one decision per question.",
+    )
+    ask.add_argument("question", nargs="*", help="question(s) to ask")
+    ask.add_argument("--gate", type=Path, required=True, help="gate JSON from ragcal fit-gate")
+    ask.add_argument("--queries", type=Path, default=None, help="CSV with a 'query' column (and 'id')")
+    ask.add_argument("--json", action="store_true", help="one JSON object per line")
+    ask.add_argument(
+        "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
+    )
+    ask.add_argument("--model", default=None, help="embedding model (default: the gate's)")
+    ask.add_argument("--exclude", action="append", default=None, metavar="PATH", help="leave a page out (repeatable)")
+    ask.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+
     golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
     golden.add_argument(
         "--write",
@@ -250,6 +452,10 @@ def main(argv=None) -> int:
             print(table.to_string(index=False, float_format=lambda value: f"{value:.3f}"))
         elif args.command == "calibrate":
             _calibrate(args)
+        elif args.command == "fit-gate":
+            _fit_gate(args)
+        elif args.command == "ask":
+            _ask(args)
         elif args.command == "golden":
             return _golden(args)
         elif args.command == "reproduce":

@@ -6,9 +6,11 @@ A refusal never says only "I don't know". It says
 - the closest pages that were found, with their heading paths, as "related,
   but not an answer";
 - one next step: the owner of the closest page when its front matter names
-  one; otherwise terms to rephrase with, drawn from the closest passages
-  (highest tf-idf, not already in the question); otherwise a narrower
-  question, with topics the corpus does cover.
+  one; otherwise, when the closest passages share a word with the question,
+  terms to rephrase with, drawn from those passages (highest tf-idf among
+  the corpus's own vocabulary: words in at least 3 passages and in at most a
+  tenth of them, not already in the question); otherwise (nothing in common:
+  probably off-topic) a narrower question, with topics the corpus does cover.
 
 Without a :class:`CorpusDescription` (a gate that is not bound to an index),
 the message can only name what the retrievers returned: chunk ids and their
@@ -17,6 +19,7 @@ count.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ __all__ = ["CorpusDescription", "refusal_message", "hedge_message", "closest_pag
 CLOSEST_VIEWS = ("rerank", "dense", "rrf", "bm25_stopwords", "bm25_raw")
 _N_CLOSEST = 3
 _N_TERMS = 3
+_N_TOPICS = 6
 
 
 def _corpus_label(corpus_dir) -> str:
@@ -56,7 +60,7 @@ class CorpusDescription:
     idf : dict of str to float
         Inverse document frequency of each token (BM25 without stop words).
     topics : tuple of str
-        Top-level section titles, in corpus order.
+        Top-level section titles, those with the most pages first.
     """
 
     name: str
@@ -73,7 +77,11 @@ class CorpusDescription:
         """Describe a :class:`ragcal.scoring.RetrievalIndex`."""
         chunks = index.chunks
         bm25 = index.bm25.get("bm25_stopwords") or next(iter(index.bm25.values()))
-        topics = tuple(dict.fromkeys(chunk.heading_path[0] for chunk in chunks if chunk.heading_path))
+        pages_per_topic = Counter(
+            dict.fromkeys((chunk.heading_path[0], chunk.doc_path) for chunk in chunks if chunk.heading_path)
+        )
+        topic_pages = Counter(topic for topic, _ in pages_per_topic)
+        topics = tuple(sorted(topic_pages, key=lambda topic: -topic_pages[topic]))  # stable: corpus order on ties
         return cls(
             name=name or _corpus_label(index.config.get("corpus", "")),
             n_passages=len(chunks),
@@ -90,18 +98,36 @@ class CorpusDescription:
 
         return HEADING_SEPARATOR.join(self.headings.get(chunk_id, ())) or chunk_id
 
-    def rephrasing_terms(self, chunk_ids, query: str | None, *, n: int = _N_TERMS) -> list[str]:
-        """The ``n`` tokens of these chunks with the highest tf-idf that the query does not use."""
+    def shares_words(self, chunk_ids, query: str | None) -> bool:
+        """True when the query and these chunks have a word in common (stop words aside)."""
         from ..retrieval.bm25 import tokenize
 
+        asked = set(tokenize(query or "", variant="stopwords"))
+        return any(asked & set(tokenize(self.texts.get(chunk_id, ""), variant="stopwords")) for chunk_id in chunk_ids)
+
+    def rephrasing_terms(self, chunk_ids, query: str | None, *, n: int = _N_TERMS, min_passages: int = 3) -> list[str]:
+        """The ``n`` words of these chunks with the highest tf-idf that the query does not use.
+
+        Only the corpus's vocabulary qualifies: words found in at least
+        ``min_passages`` passages (no names or typos) and in at most a tenth
+        of them (no filler).
+        """
+        from ..retrieval.bm25 import tokenize
+
+        total = self.n_passages
+        rarest = math.log((total - min_passages + 0.5) / (min_passages + 0.5))
+        commonest = math.log((total - total / 10 + 0.5) / (total / 10 + 0.5))
         asked = set(tokenize(query or "", variant="stopwords"))
         counts = Counter(
             token
             for chunk_id in chunk_ids
             for token in tokenize(self.texts.get(chunk_id, ""), variant="stopwords")
-            if len(token) > 2 and not token.isdigit() and token not in asked
+            if len(token) > 2
+            and not token.isdigit()
+            and token not in asked
+            and commonest <= self.idf.get(token, math.inf) <= rarest
         )
-        weighted = sorted(counts, key=lambda token: (-counts[token] * self.idf.get(token, 0.0), token))
+        weighted = sorted(counts, key=lambda token: (-counts[token] * self.idf[token], token))
         return weighted[:n]
 
 
@@ -155,12 +181,14 @@ def _next_step(closest, query, corpus) -> str:
         for page, _, _ in closest:
             if page in corpus.owners:
                 return f"Next step: ask {corpus.owners[page]}, who owns {page}, whether the documentation covers this."
-        terms = corpus.rephrasing_terms([chunk_id for _, chunk_id, _ in closest], query)
+        chunk_ids = [chunk_id for _, chunk_id, _ in closest]
+        terms = corpus.rephrasing_terms(chunk_ids, query) if corpus.shares_words(chunk_ids, query) else []
         if terms:
             quoted = ", ".join(f"“{term}”" for term in terms)
             return f"Next step: if one of those pages is close, rephrase with the terms it uses, such as {quoted}."
         if corpus.topics:
-            return f"Next step: ask a narrower question about one topic the documentation covers, such as {', '.join(corpus.topics[:4])}."
+            topics = ", ".join(corpus.topics[:_N_TOPICS])
+            return f"Next step: {corpus.name} may not cover this topic at all; it covers {topics}. Ask about one of them."
     return "Next step: ask a narrower question that names the feature, setting or error message you are after."
 
 
