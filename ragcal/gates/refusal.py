@@ -110,13 +110,16 @@ class CorpusDescription:
 
         Only the corpus's vocabulary qualifies: words found in at least
         ``min_passages`` passages (no names or typos) and in at most a tenth
-        of them (no filler).
+        of them (no filler). Corpora of fewer than 30 passages are too small
+        for either filter.
         """
         from ..retrieval.bm25 import tokenize
 
         total = self.n_passages
-        rarest = math.log((total - min_passages + 0.5) / (min_passages + 0.5))
-        commonest = math.log((total - total / 10 + 0.5) / (total / 10 + 0.5))
+        rarest, commonest = math.inf, -math.inf
+        if total >= 30:  # BM25's idf falls as a word's passage count rises
+            rarest = math.log((total - min_passages + 0.5) / (min_passages + 0.5))
+            commonest = math.log((total - total / 10 + 0.5) / (total / 10 + 0.5))
         asked = set(tokenize(query or "", variant="stopwords"))
         counts = Counter(
             token
@@ -125,7 +128,8 @@ class CorpusDescription:
             if len(token) > 2
             and not token.isdigit()
             and token not in asked
-            and commonest <= self.idf.get(token, math.inf) <= rarest
+            and token in self.idf
+            and commonest <= self.idf[token] <= rarest
         )
         weighted = sorted(counts, key=lambda token: (-counts[token] * self.idf[token], token))
         return weighted[:n]
