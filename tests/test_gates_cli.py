@@ -1,0 +1,123 @@
+"""``ragcal fit-gate`` and ``ragcal ask`` on the bundled FastAPI docs with the real model."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ragcal.cli import main
+from ragcal.datasets import FASTAPI_QUERIES
+from ragcal.gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, retriever_features
+from ragcal.queries import load_queries
+from ragcal.scoring import score_table, write_score_table
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def labeled(fastapi_index):
+    queries = load_queries(FASTAPI_QUERIES, corpus_paths=fastapi_index.doc_paths)
+    retrieved = fastapi_index.retrieve(queries["query"])
+    return queries, retrieved, score_table(queries, retrieved)
+
+
+@pytest.fixture(scope="module")
+def scores_csv(labeled, fastapi_index, tmp_path_factory):
+    path = tmp_path_factory.mktemp("gate") / "scores.csv"
+    return write_score_table(path, labeled[2], config=fastapi_index.config)
+
+
+def ask(capsys, *arguments):
+    code = main(["ask", *arguments])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_decide_and_decide_table_agree_on_the_bundled_set(labeled):
+    queries, retrieved, table = labeled
+    features = retriever_features(retrieved)
+    table = table.assign(**{column: features[column] for column in features if column not in table})
+    gates = [
+        fit_threshold_gate(table, "dense_top1", "keep@0.95", hedge_rule="keep@0.8"),
+        fit_floor_gap(table),
+        fit_floor_gap(table, retriever="bm25_stopwords"),
+        fit_default_chain(table),
+    ]
+    for gate in gates:
+        decided = gate.decide_table(table)
+        for position in range(len(queries)):
+            results = {name: per_query[position] for name, per_query in retrieved.items()}
+            decision = gate.decide(results)
+            assert decision.action == decided["action"][position]
+            assert decision.stage == decided["stage"][position]
+            assert math.isclose(decision.score, decided["score"][position]) or np.isnan(decision.score)
+            # Answers pass on only what clears the bar; refusals pass on nothing.
+            assert bool(decision.passages) == decision.answered
+
+
+def test_fit_gate_then_ask_json(scores_csv, fastapi_index, capsys, tmp_path):
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--gate", "chain", "--out", str(gate_path)]) == 0
+    fitted = json.loads(gate_path.read_text())
+    assert fitted["provenance"]["model_fingerprint"] == fastapi_index.config["model_fingerprint"]
+    assert fitted["rule"] == "keep@0.95" and fitted["gate"]["type"] == "chain"
+    capsys.readouterr()
+    code, out, _ = ask(
+        capsys,
+        "--gate",
+        str(gate_path),
+        "--json",
+        "How do I set a cookie on the response?",
+        "What is a good recipe for banana bread?",
+    )
+    assert code == 0
+    cookie, bread = [json.loads(line) for line in out.strip().splitlines()]
+    keys = {"query", "action", "score", "stage", "tier", "passages", "message"}
+    assert keys <= set(cookie) and keys <= set(bread)
+    assert cookie["action"] == "answer" and cookie["tier"] == "confident" and cookie["stage"] == "hybrid"
+    assert cookie["message"] is None
+    assert any(passage["chunk_id"].startswith("advanced/response-cookies.md#") for passage in cookie["passages"])
+    assert bread["action"] == "refuse" and bread["stage"] is None and bread["passages"] == []
+    assert "searched the fastapi documentation" in bread["message"] and "Related, but not an answer" in bread["message"]
+
+
+def test_ask_from_a_query_file_keeps_ids(scores_csv, capsys, tmp_path):
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--signal", "dense_top1", "--rule", "keep@1.0", "--out", str(gate_path)]) == 0
+    questions = tmp_path / "questions.csv"
+    questions.write_text("id,query\nx1,How do I allow requests from my React app on another port?\nx2,How many players are on a cricket team?\n")
+    capsys.readouterr()
+    code, out, _ = ask(capsys, "--gate", str(gate_path), "--queries", str(questions), "--json")
+    assert code == 0
+    first, second = [json.loads(line) for line in out.strip().splitlines()]
+    assert (first["id"], first["action"]) == ("x1", "answer")
+    assert any(passage["chunk_id"].startswith("tutorial/cors.md#") for passage in first["passages"])
+    assert (second["id"], second["action"]) == ("x2", "refuse")
+    code, out, _ = ask(capsys, "--gate", str(gate_path), "How do I add a background task?")
+    assert code == 0 and out.startswith("? How do I add a background task?\n  ANSWER") and "passages:" in out
+
+
+def test_ask_refuses_a_gate_from_another_model(scores_csv, tmp_path, capsys):
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--out", str(gate_path)]) == 0
+    document = json.loads(gate_path.read_text())
+    document["provenance"]["model_fingerprint"] = "someone/else@0123456789ab/max512"
+    gate_path.write_text(json.dumps(document))
+    capsys.readouterr()
+    code, out, err = ask(capsys, "--gate", str(gate_path), "--json", "How do I set a cookie?")
+    assert code == 2 and out == ""
+    assert "someone/else@0123456789ab/max512" in err and "another model's scale is wrong" in err
+
+
+def test_fit_gate_errors_name_the_problem(tmp_path, capsys):
+    scores = tmp_path / "scores.csv"
+    scores.write_text("id,query,answerable,slice,dense_top1\nq1,a,true,answerable,0.5\nq2,b,false,unrelated,0.2\n")
+    code = main(["fit-gate", str(scores), "--gate", "floor-gap", "--out", str(tmp_path / "gate.json")])
+    assert code == 2 and "missing column(s) 'dense_top2'" in capsys.readouterr().err
+    assert not (tmp_path / "gate.json").exists()
+    code = main(["fit-gate", str(scores), "--rule", "keep@x", "--out", str(tmp_path / "gate.json")])
+    assert code == 2 and "unknown threshold rule" in capsys.readouterr().err
+    # Without a .meta.json the gate is written, with a warning that ask will refuse it.
+    assert main(["fit-gate", str(scores), "--out", str(tmp_path / "gate.json")]) == 0
+    assert "records no model" in capsys.readouterr().err
