@@ -8,11 +8,15 @@ Steps, each writing its own files:
    and fixed 500-token windows;
 4. calibration: score statistics per slice, AUC per signal, sweeps, threshold
    rules and held-out outcomes over repeated splits;
-5. ``summary.md`` with the numbers, their intervals and the published ones.
+5. gates (threshold per rule, floor + gap, the default fallback chain), held
+   out per slice, with the passages they pass on and the gates fitted on the
+   whole set saved under ``gates/``;
+6. ``summary.md`` with the numbers, their intervals and the published ones.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +27,7 @@ from ._io import atomic_write_text
 from .calibration import fit_threshold, heldout_outcomes, published_split
 from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from .embedding import Embedder
+from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
 from .metrics import (
     auc_bootstrap,
     auc_table,
@@ -41,6 +46,7 @@ from .report import (
     auc_section,
     differences_section,
     empty_section,
+    gates_section,
     group_stats_section,
     heldout_section,
     rule_of_thumb_section,
@@ -283,6 +289,9 @@ def reproduce(
     log(f"wrote {results_dir / 'chunking.csv'}")
 
     calibration = calibrate(table, results_dir, log=log)
+    gate_tables = evaluate_gates(
+        table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, log=log
+    )
 
     counts = queries["slice"].value_counts()
     summary = "\n".join(
@@ -307,6 +316,16 @@ def reproduce(
                 calibration["published_split"], calibration["heldout"], total_answerable=int(table["answerable"].sum())
             ),
             rule_of_thumb_section(calibration["thresholds"]),
+            gates_section(
+                gate_tables["gates"],
+                gate_tables["comparison"],
+                gate_tables["passages"],
+                baseline=BASELINE_GATE,
+                n_splits=int(gate_tables["heldout_gates"]["split"].nunique()),
+                n_passage_splits=N_PASSAGE_SPLITS,
+                at_95=AT_95,
+                fitted={name: json.dumps(gate.to_dict()) for name, gate in gate_tables["fitted"].items()},
+            ),
             differences_section(
                 table, calibration["auc"], n_chunks=config["n_chunks"], n_pages=len(config["documents"])
             ),
@@ -330,7 +349,14 @@ def reproduce(
     )
     atomic_write_text(results_dir / "summary.md", summary)
     log(f"wrote {results_dir / 'summary.md'}")
-    return {"scores": table, "retrieval": retrieval, "chunking": chunking, "hardest": hardest, **calibration}
+    return {
+        "scores": table,
+        "retrieval": retrieval,
+        "chunking": chunking,
+        "hardest": hardest,
+        **calibration,
+        **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
+    }
 
 
 def calibrate(
