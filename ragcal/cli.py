@@ -276,7 +276,7 @@ def _print_decision(query, decision, gate) -> None:
 def _ask(args) -> None:
     import json
 
-    from .gates import read_gate_file
+    from .gates import ask, read_gate_file
     from .gates.files import check_provenance, index_options
     from .gates.refusal import CorpusDescription
     from .scoring import build_index
@@ -293,10 +293,8 @@ def _ask(args) -> None:
     if missing:
         raise ValueError(f"{args.gate}: the gate reads retriever view(s) {missing}, which the index does not offer")
     gate = gate.bind(CorpusDescription.from_index(index))
-    retrieved = index.retrieve(questions)
-    for position, (query_id, question) in enumerate(zip(ids, questions)):
-        results = {name: per_query[position] for name, per_query in retrieved.items()}
-        decision = gate.decide(results, query=question)
+    decisions, _ = ask(gate, index, questions)
+    for query_id, question, decision in zip(ids, questions, decisions):
         if args.json:
             record = {"id": query_id} if query_id is not None else {}
             record.update({"query": question, **decision.to_dict()})

@@ -21,6 +21,7 @@ NOTEBOOKS = (
     "02_roc_and_auc",
     "03_threshold_sweep_and_heldout",
     "04_prototype_a_signal",
+    "05_gates",
 )
 
 

@@ -14,6 +14,7 @@ CASES = {
     "02_roc_and_auc": ({"n_resamples": 300}, ["roc", "roc_near_domain"]),
     "03_threshold_sweep_and_heldout": ({"n_splits": 50}, ["tradeoff", "heldout"]),
     "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"]),
+    "05_gates": ({"n_splits": 30}, ["gates", "floor_gap"]),
 }
 
 
@@ -42,6 +43,14 @@ def test_notebook_runs_and_writes_figures(name, tmp_path, fastapi_index):
     ]
     assert not errors
     assert (tmp_path / f"{name}.ipynb").stat().st_size > 10_000
+    # Every figure the notebook saves is also shown in it: one image output per saved figure.
+    shown = [
+        output
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if "image/png" in output.get("data", {})
+    ]
+    assert len(shown) == len(figures), f"{name}: saves {len(figures)} figures, shows {len(shown)}"
     for stem in figures:
         png, svg = tmp_path / "figures" / f"{stem}.png", tmp_path / "figures" / f"{stem}.svg"
         width, height = png_size(png)

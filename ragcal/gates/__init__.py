@@ -15,6 +15,7 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 ``to_dict()`` and ``from_dict()``.
 """
 
+from .ask import ask
 from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
 from .chain import FallbackChain, Stage
 from .evaluate import gate_outcomes, heldout_gates, paired_differences, passage_metrics, summarize_heldout_gates
@@ -52,4 +53,5 @@ __all__ = [
     "summarize_heldout_gates",
     "paired_differences",
     "passage_metrics",
+    "ask",
 ]

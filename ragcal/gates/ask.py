@@ -1,0 +1,49 @@
+"""Ask a bound gate about new questions: one decision per question, as rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+__all__ = ["ask"]
+
+
+def ask(gate, index, questions, *, ids=None) -> tuple[list, pd.DataFrame]:
+    """Retrieve every question with ``index`` and let ``gate`` decide.
+
+    Parameters
+    ----------
+    gate : Gate
+        Ideally bound to the index (:func:`ragcal.gates.load_gate` with
+        ``index=``), so that refusals name its pages.
+    index : RetrievalIndex
+    questions : sequence of str
+    ids : sequence of str, default=None
+
+    Returns
+    -------
+    decisions : list of Decision
+    table : DataFrame
+        ``id, query, action, score, stage, tier, passages, message`` with
+        ``passages`` as ``chunk_id (score)`` text, for display.
+    """
+    questions = [str(question) for question in questions]
+    retrieved = index.retrieve(questions)
+    decisions = [
+        gate.decide({name: per_query[position] for name, per_query in retrieved.items()}, query=question)
+        for position, question in enumerate(questions)
+    ]
+    table = pd.DataFrame(
+        {
+            "id": list(ids) if ids is not None else [None] * len(questions),
+            "query": questions,
+            "action": [decision.action for decision in decisions],
+            "score": [decision.score for decision in decisions],
+            "stage": [decision.stage for decision in decisions],
+            "tier": [decision.tier for decision in decisions],
+            "passages": [
+                "; ".join(f"{chunk_id} ({score:.3f})" for chunk_id, score in decision.passages) for decision in decisions
+            ],
+            "message": [decision.message for decision in decisions],
+        }
+    )
+    return decisions, table
