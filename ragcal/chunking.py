@@ -8,6 +8,8 @@ Two chunkers share one output type, :class:`Chunk`:
   blocks (``/// tip ... ///``) are never cut. A section longer than
   ``max_tokens`` is split between blocks only; a single block that is longer
   than the limit becomes a chunk of its own and is flagged ``oversized``.
+  A heading inside a blockquote (the Rust book's asides, ``> ### The Stack and
+  the Heap``) starts a section that ends with the blockquote.
 - :func:`chunk_fixed_size` cuts each page into windows of ``size`` tokens with
   no regard for structure: the tutorial default that seed 000 blames for quiet
   failures, kept as a baseline.
@@ -44,6 +46,8 @@ _FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _ADMONITION_OPEN = re.compile(r"^(/{3,})[ \t]*\S")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
 _TABLE_ROW = re.compile(r"^[ \t]*\|")
+_QUOTE_LINE = re.compile(r"^ {0,3}>")
+_QUOTE_PREFIX = re.compile(r"^ {0,3}> ?")
 
 
 def count_tokens(text: str) -> int:
@@ -95,9 +99,10 @@ class Chunk:
 
 @dataclass
 class _Block:
-    kind: str  # heading, fence, admonition, table, list, paragraph
+    kind: str  # heading, fence, admonition, table, list, paragraph, quote_end
     text: str
     level: int = 0
+    quoted: bool = False  # a heading inside a blockquote
 
 
 def _fence_end(lines: list[str], start: int) -> int:
@@ -156,6 +161,51 @@ def _list_end(lines: list[str], start: int) -> int:
     return index
 
 
+def _quote_blocks(lines: list[str], start: int) -> tuple[list[_Block], int] | None:
+    """Blocks of the blockquote that starts at ``lines[start]``, if it holds a heading.
+
+    Returns ``(blocks, end)``: the quote's headings, its paragraphs (split at
+    ``>`` lines) and fences (kept whole, so ``> # hidden`` rustdoc lines in a
+    quoted fence are not headings), lines kept with their ``>`` prefix, then a
+    ``quote_end`` block; ``end`` is the index just past the quote. Returns None
+    for a quote without a heading, which stays one paragraph as before.
+    """
+    end = start
+    while end < len(lines) and _QUOTE_LINE.match(lines[end]):
+        end += 1
+    inner = [_QUOTE_PREFIX.sub("", line, count=1) for line in lines[start:end]]
+    blocks: list[_Block] = []
+    paragraph: list[str] = []
+
+    def flush() -> None:
+        if paragraph:
+            blocks.append(_Block("paragraph", "\n".join(paragraph)))
+            paragraph.clear()
+
+    index = 0
+    while index < len(inner):
+        if _FENCE_OPEN.match(inner[index]):
+            flush()
+            fence_end = _fence_end(inner, index)
+            blocks.append(_Block("fence", "\n".join(lines[start + index : start + fence_end])))
+            index = fence_end
+            continue
+        if heading := _HEADING.match(inner[index]):
+            flush()
+            blocks.append(
+                _Block("heading", strip_heading_anchor(heading.group(2)), len(heading.group(1)), quoted=True)
+            )
+        elif not inner[index].strip():
+            flush()
+        else:
+            paragraph.append(lines[start + index])
+        index += 1
+    flush()
+    if not any(block.kind == "heading" for block in blocks):
+        return None
+    return blocks + [_Block("quote_end", "")], end
+
+
 def _parse_blocks(text: str) -> list[_Block]:
     lines = text.split("\n")
     blocks: list[_Block] = []
@@ -164,6 +214,10 @@ def _parse_blocks(text: str) -> list[_Block]:
         line = lines[index]
         if not line.strip():
             index += 1
+            continue
+        if _QUOTE_LINE.match(line) and (quote := _quote_blocks(lines, index)) is not None:
+            quote_blocks, index = quote
+            blocks.extend(quote_blocks)
             continue
         if _FENCE_OPEN.match(line):
             end, kind = _fence_end(lines, index), "fence"
@@ -207,6 +261,13 @@ def _ancestor_titles(document: Document, titles: dict[str, str]) -> list[str]:
     if pure.name == "index.md":
         folders = folders[1:]  # an index page is the title of its own folder
     return [titles.get(folder.as_posix(), folder.name.replace("-", " ").title()) for folder in reversed(folders)]
+
+
+def _heading_path(ancestors: list[str], stack: list[tuple[int, str]], page_title: str) -> tuple[str, ...]:
+    titled = [title for _, title in stack]
+    if not stack or stack[0][0] != 1:  # no H1 above: the page title stands in for it
+        titled = [page_title] + titled
+    return tuple(ancestors + titled)
 
 
 def _pack(blocks: list[str], max_tokens: int) -> list[tuple[str, bool]]:
@@ -259,15 +320,18 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
     for document in documents:
         ancestors = _ancestor_titles(document, titles)
         stack: list[tuple[int, str]] = []
-        sections: list[tuple[tuple[str, ...], list[str]]] = [(tuple(ancestors + [document.title]), [])]
+        outside_quote: list[tuple[int, str]] | None = None  # the headings in force before a quoted heading
+        sections: list[tuple[tuple[str, ...], list[str]]] = [(_heading_path(ancestors, stack, document.title), [])]
         for block in _parse_blocks(document.text):
             if block.kind == "heading":
+                if block.quoted and outside_quote is None:
+                    outside_quote = stack
                 stack = [(level, title) for level, title in stack if level < block.level]
                 stack.append((block.level, block.text))
-                titled = [title for _, title in stack]
-                if stack[0][0] != 1:  # no H1 above: the page title stands in for it
-                    titled = [document.title] + titled
-                sections.append((tuple(ancestors + titled), []))
+                sections.append((_heading_path(ancestors, stack, document.title), []))
+            elif block.kind == "quote_end":
+                stack, outside_quote = outside_quote, None
+                sections.append((_heading_path(ancestors, stack, document.title), []))
             else:
                 sections[-1][1].append(block.text)
         position = 0

@@ -1,6 +1,8 @@
 """The ``ragcal`` command.
 
 - ``ragcal score QUERIES.csv [--corpus DIR] --out scores.csv [--runs DIR]``
+- ``ragcal chunks CORPUS --out chunks.jsonl``: what would be indexed, one
+  JSON object per chunk, with the same chunking options as ``score``
 - ``ragcal evaluate QUERIES.csv --runs DIR --out retrieval.csv``: retrieval
   metrics with intervals from TREC run files
 - ``ragcal calibrate SCORES.csv --signal NAME --rule keep@1.0 [--heldout N]``:
@@ -27,15 +29,15 @@ from .queries import QueryFileError
 __all__ = ["main"]
 
 
-def _add_index_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
-    )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model name or folder")
+def _add_chunking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunker", choices=("headings", "fixed"), default="headings")
     parser.add_argument("--max-tokens", type=int, default=256, help="heading chunker limit (default 256)")
     parser.add_argument("--window", type=int, default=500, help="fixed chunker window (default 500)")
-    parser.add_argument("--no-includes", action="store_true", help="do not expand {* ... *} include directives")
+    parser.add_argument(
+        "--no-includes",
+        action="store_true",
+        help="do not expand include directives ({* ... *}, {{#include ...}}, {{#rustdoc_include ...}})",
+    )
     parser.add_argument(
         "--exclude",
         action="append",
@@ -43,6 +45,14 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="leave a page out (repeatable); default: none, or the bundled corpus's non-doc pages",
     )
+
+
+def _add_index_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="embedding model name or folder")
+    _add_chunking_options(parser)
     parser.add_argument(
         "--cache-dir",
         type=Path,
@@ -73,6 +83,45 @@ def _score(queries_path, out, runs, args):
     if runs is not None:
         write_trec_runs(runs, table["id"], retrieved, config=config)
     return table
+
+
+def _chunks(args) -> None:
+    """Write the chunks of ``args.corpus`` as JSON lines and print a one-line summary; no model is loaded."""
+    import json
+
+    from ._io import atomic_write_text
+    from .chunking import chunk_size_summary
+    from .scoring import chunk_corpus
+
+    documents, chunks, _ = chunk_corpus(
+        args.corpus,
+        chunker=args.chunker,
+        max_tokens=args.max_tokens,
+        window=args.window,
+        expand_includes=not args.no_includes,
+        exclude=args.exclude,
+    )
+    lines = [
+        json.dumps(
+            {
+                "chunk_id": chunk.chunk_id,
+                "path": chunk.doc_path,
+                "heading_path": list(chunk.heading_path),
+                "text": chunk.text,
+                "n_tokens": chunk.n_tokens,
+                "oversized": chunk.oversized,
+            },
+            ensure_ascii=False,
+        )
+        for chunk in chunks
+    ]
+    atomic_write_text(args.out, "".join(line + "\n" for line in lines))
+    median = chunk_size_summary(chunks).iloc[0]["tokens_median"] if chunks else 0
+    oversized = sum(chunk.oversized for chunk in chunks)
+    print(
+        f"wrote {args.out}: {len(documents)} pages, {len(chunks)} chunks, "
+        f"median {median:g} tokens, {oversized} oversized"
+    )
 
 
 def _print_slice_summary(table, signal="dense_top1") -> None:
@@ -335,6 +384,16 @@ def main(argv=None) -> int:
     score.add_argument("--runs", type=Path, default=None, help="folder for TREC run files, one per retriever")
     _add_index_options(score)
 
+    chunks = commands.add_parser(
+        "chunks",
+        help="write what would be indexed, one JSON object per chunk (no model needed)",
+        description="Load and chunk a Markdown folder as 'ragcal score' does and write one JSON object per line: "
+        "chunk_id, path, heading_path, text (the indexed text), n_tokens, oversized.",
+    )
+    chunks.add_argument("corpus", type=Path, help="Markdown folder")
+    chunks.add_argument("--out", type=Path, required=True, help="JSON-lines file to write")
+    _add_chunking_options(chunks)
+
     evaluate = commands.add_parser("evaluate", help="retrieval metrics (page level, with intervals) from TREC runs")
     evaluate.add_argument("queries", type=Path, help="labeled query CSV with gold pages")
     evaluate.add_argument("--runs", type=Path, required=True, help="folder of *.run files (from ragcal score --runs)")
@@ -438,6 +497,8 @@ def main(argv=None) -> int:
             table = _score(args.queries, args.out, args.runs, args)
             print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals)")
             _print_slice_summary(table)
+        elif args.command == "chunks":
+            _chunks(args)
         elif args.command == "evaluate":
             from ._io import atomic_write_text
             from .queries import load_queries

@@ -1,10 +1,20 @@
-"""The data bundled with ragcal: the FastAPI docs snapshot and its query files."""
+"""The data bundled with ragcal: the FastAPI docs and Rust book snapshots and their query files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DATA_DIR", "FASTAPI_CORPUS", "FASTAPI_EXCLUDE", "FASTAPI_QUERIES", "STARTER_QUERIES", "default_exclude"]
+__all__ = [
+    "DATA_DIR",
+    "FASTAPI_CORPUS",
+    "FASTAPI_EXCLUDE",
+    "FASTAPI_QUERIES",
+    "RUST_BOOK_CORPUS",
+    "RUST_BOOK_EXCLUDE",
+    "RUST_BOOK_QUERIES",
+    "STARTER_QUERIES",
+    "default_exclude",
+]
 
 #: ``data/`` at the repository root (ragcal is installed in editable mode).
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -14,10 +24,32 @@ FASTAPI_CORPUS = DATA_DIR / "corpora" / "fastapi" / "docs"
 FASTAPI_EXCLUDE = ("_llm-test.md", "translation-banner.md")
 #: The labeled query set: answerable, near-domain and unrelated (see data/README.md).
 FASTAPI_QUERIES = DATA_DIR / "queries" / "fastapi.csv"
+#: The Markdown folder of the bundled Rust book; its listings sit beside it, in ``rust-book/listings/``.
+RUST_BOOK_CORPUS = DATA_DIR / "corpora" / "rust-book" / "src"
+#: mdBook's table of contents, a list of links rather than prose (see data/README.md).
+RUST_BOOK_EXCLUDE = ("SUMMARY.md",)
+#: The labeled query set for the Rust book (see data/README.md).
+RUST_BOOK_QUERIES = DATA_DIR / "queries" / "rust-book.csv"
 #: A small hand-labeled query file to smoke-test the pipeline.
 STARTER_QUERIES = DATA_DIR / "queries" / "starter.csv"
 
+_DEFAULT_EXCLUDES = {FASTAPI_CORPUS: FASTAPI_EXCLUDE, RUST_BOOK_CORPUS: RUST_BOOK_EXCLUDE}
+
 
 def default_exclude(corpus_dir) -> tuple[str, ...]:
-    """Pages left out by default: :data:`FASTAPI_EXCLUDE` for the bundled corpus, none elsewhere."""
-    return FASTAPI_EXCLUDE if Path(corpus_dir).resolve() == FASTAPI_CORPUS.resolve() else ()
+    """Pages left out by default.
+
+    Parameters
+    ----------
+    corpus_dir : str or Path
+        A Markdown folder.
+
+    Returns
+    -------
+    tuple of str
+        :data:`FASTAPI_EXCLUDE` for the bundled FastAPI docs,
+        :data:`RUST_BOOK_EXCLUDE` for the bundled Rust book, ``()`` for any
+        other folder.
+    """
+    resolved = Path(corpus_dir).resolve()
+    return next((pages for corpus, pages in _DEFAULT_EXCLUDES.items() if corpus.resolve() == resolved), ())

@@ -29,6 +29,7 @@ from .signals import SIGNALS, compute_signals
 
 __all__ = [
     "RetrievalIndex",
+    "chunk_corpus",
     "build_index",
     "score_table",
     "score_query_file",
@@ -93,6 +94,51 @@ class RetrievalIndex:
         return retrieved
 
 
+def chunk_corpus(
+    corpus_dir,
+    *,
+    chunker: str = "headings",
+    max_tokens: int = 256,
+    window: int = 500,
+    expand_includes: bool = True,
+    exclude=None,
+) -> tuple[list, list, dict]:
+    """Load and chunk a Markdown folder exactly as :func:`build_index` does, without embedding.
+
+    Parameters
+    ----------
+    corpus_dir : str or Path
+    chunker : {"headings", "fixed"}, default="headings"
+    max_tokens : int, default=256
+        Limit of the heading-aware chunker.
+    window : int, default=500
+        Window of the fixed-size chunker.
+    expand_includes : bool, default=True
+    exclude : tuple of str, default=None
+        Pages to leave out; None means :func:`ragcal.datasets.default_exclude`.
+
+    Returns
+    -------
+    documents : list of Document
+    chunks : list of Chunk
+    chunking : dict
+        The chunker and its options, for provenance.
+    """
+    if chunker not in CHUNKERS:
+        raise ValueError(
+            f"The 'chunker' parameter of chunk_corpus must be one of {CHUNKERS}. Got {chunker!r} instead."
+        )
+    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
+    documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
+    if chunker == "headings":
+        chunks = chunk_by_headings(documents, max_tokens=max_tokens)
+        chunking = {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
+    else:
+        chunks = chunk_fixed_size(documents, size=window)
+        chunking = {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
+    return documents, chunks, {**chunking, "excluded": list(exclude)}
+
+
 def build_index(
     corpus_dir,
     *,
@@ -127,14 +173,15 @@ def build_index(
     """
     if chunker not in CHUNKERS:
         raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
-    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
-    documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
-    if chunker == "headings":
-        chunks = chunk_by_headings(documents, max_tokens=max_tokens)
-        chunking = {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
-    else:
-        chunks = chunk_fixed_size(documents, size=window)
-        chunking = {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
+    documents, chunks, chunking = chunk_corpus(
+        corpus_dir,
+        chunker=chunker,
+        max_tokens=max_tokens,
+        window=window,
+        expand_includes=expand_includes,
+        exclude=exclude,
+    )
+    exclude = chunking.pop("excluded")
     if not chunks:
         raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
     embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)

@@ -4,7 +4,7 @@ import pytest
 
 from ragcal.chunking import HEADING_SEPARATOR, chunk_by_headings, chunk_fixed_size, chunk_size_summary, count_tokens
 from ragcal.corpus import load_corpus
-from ragcal.datasets import FASTAPI_CORPUS
+from ragcal.datasets import FASTAPI_CORPUS, RUST_BOOK_CORPUS, RUST_BOOK_EXCLUDE
 
 from conftest import write
 
@@ -155,3 +155,95 @@ def test_size_summary_of_bundled_corpus(fastapi_chunks):
     assert summary["chunks"] == len(fastapi_chunks)
     assert summary["oversized"] == sum(chunk.oversized for chunk in fastapi_chunks)
     assert HEADING_SEPARATOR == " › "
+
+
+# --------------------------------------------------------------------------- blockquote headings
+
+QUOTED = """# Page
+
+## Outer
+
+Before the aside.
+
+> ### Aside
+>
+> First paragraph of the aside.
+>
+> ```rust
+> # fn main() {
+> let x = 1;
+> # }
+> ```
+>
+> #### Deeper
+>
+> Deeper text.
+
+After the aside.
+
+> A plain quote
+> on two lines.
+"""
+
+
+def test_blockquote_heading_starts_a_section_that_ends_with_the_quote(tmp_path):
+    write(tmp_path / "docs" / "page.md", QUOTED)
+    chunks = chunk_by_headings(load_corpus(tmp_path / "docs"))
+    assert [(chunk.heading_path, chunk.body) for chunk in chunks] == [
+        (("Page", "Outer"), "Before the aside."),
+        (
+            ("Page", "Outer", "Aside"),
+            "> First paragraph of the aside.\n\n> ```rust\n> # fn main() {\n> let x = 1;\n> # }\n> ```",
+        ),
+        (("Page", "Outer", "Aside", "Deeper"), "> Deeper text."),
+        (("Page", "Outer"), "After the aside.\n\n> A plain quote\n> on two lines."),
+    ]
+
+
+def test_quote_without_heading_stays_one_block(tmp_path):
+    text = "# Page\n\n> line one\n>\n> line two\n> ```\n> # hidden\n> ```\n"
+    write(tmp_path / "docs" / "page.md", text)
+    chunks = chunk_by_headings(load_corpus(tmp_path / "docs"), max_tokens=3)
+    assert [chunk.body for chunk in chunks] == ["> line one\n>\n> line two\n> ```\n> # hidden\n> ```"]
+    assert chunks[0].heading_path == ("Page",)
+
+
+# --------------------------------------------------------------------------- the bundled Rust book
+
+
+@pytest.fixture(scope="module")
+def rust_book_chunks():
+    return chunk_by_headings(load_corpus(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE))
+
+
+def test_rust_book_stack_and_heap_aside(rust_book_chunks):
+    page = [chunk for chunk in rust_book_chunks if chunk.doc_path == "ch04-01-what-is-ownership.md"]
+    aside = [chunk for chunk in page if chunk.heading_path[-1] == "The Stack and the Heap"]
+    assert aside and aside[0].heading_path[-2:] == ("What Is Ownership?", "The Stack and the Heap")
+    assert "Many programming languages don’t require you to think about the stack" in aside[0].body
+    assert any("last in, first out" in chunk.body for chunk in aside)
+    assert not any(chunk.oversized for chunk in aside)  # the aside is split between its paragraphs
+    after = page[page.index(aside[-1]) + 1]
+    assert after.heading_path[-1] == "Ownership Rules"
+
+
+def test_rust_book_text_after_an_aside_returns_to_its_section(rust_book_chunks):
+    page_path = "ch12-03-improving-error-handling-and-modularity.md"
+    page = [chunk for chunk in rust_book_chunks if chunk.doc_path == page_path]
+    after = next(chunk for chunk in page if chunk.body.startswith("We’ve updated `main` so that it places"))
+    assert after.heading_path[-1] == "Grouping Configuration Values"
+
+
+def test_rust_book_hidden_rustdoc_lines_in_a_quoted_fence_are_not_headings(rust_book_chunks):
+    titles = {title for chunk in rust_book_chunks for title in chunk.heading_path}
+    assert "Where’s the `->` Operator?" in titles
+    assert not any(title.startswith(("#[derive", "struct Point", "let p1")) for title in titles)
+    for chunk in rust_book_chunks:
+        openings = re.findall(r"^[ \t]*(`{3,}|~{3,})", chunk.body, flags=re.M)
+        assert len(openings) % 2 == 0, chunk.chunk_id
+
+
+def test_rust_book_listing_captions_are_indexed(rust_book_chunks):
+    assert not any("<Listing" in chunk.text or "ANCHOR" in chunk.text for chunk in rust_book_chunks)
+    captions = [chunk for chunk in rust_book_chunks if "Listing 2-1: Code that gets a guess" in chunk.text]
+    assert len(captions) == 1 and "use std::io;" in captions[0].body  # the caption travels with its code

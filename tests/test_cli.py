@@ -117,3 +117,98 @@ def test_bad_corpus_is_named(tmp_path, capsys):
     assert main(["score", str(queries), "--corpus", str(tmp_path / "empty"), "--out", str(tmp_path / "s.csv")]) == 2
     assert "empty" in capsys.readouterr().err
     assert not (tmp_path / "s.csv").exists()
+
+
+# --------------------------------------------------------------------------- ragcal chunks
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail the test if anything tries to build an embedder."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ragcal chunks must not load an embedding model")
+
+    import ragcal.embedding
+    import ragcal.scoring
+
+    monkeypatch.setattr(ragcal.embedding, "Embedder", refuse)
+    monkeypatch.setattr(ragcal.scoring, "Embedder", refuse)
+
+
+def _read_jsonl(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_chunks_writes_what_would_be_indexed(tmp_path, capsys, no_model):
+    from ragcal.chunking import chunk_by_headings
+    from ragcal.corpus import load_corpus
+
+    write(tmp_path / "docs" / "index.md", "# Home\n\nWelcome.\n\n## Café\n\nCrème brûlée.\n")
+    write(tmp_path / "docs" / "guide" / "page.md", "# Guide\n\n{* ../../src/app.py *}\n")
+    write(tmp_path / "src" / "app.py", "print('hi')\n")
+    out = tmp_path / "out" / "chunks.jsonl"
+    assert main(["chunks", str(tmp_path / "docs"), "--out", str(out)]) == 0
+    rows = _read_jsonl(out)
+    expected = chunk_by_headings(load_corpus(tmp_path / "docs"))
+    assert rows == [
+        {
+            "chunk_id": chunk.chunk_id,
+            "path": chunk.doc_path,
+            "heading_path": list(chunk.heading_path),
+            "text": chunk.text,
+            "n_tokens": chunk.n_tokens,
+            "oversized": chunk.oversized,
+        }
+        for chunk in expected
+    ]
+    assert rows[0]["path"] == "guide/page.md" and "print('hi')" in rows[0]["text"]
+    assert rows[-1]["heading_path"] == ["Home", "Café"] and rows[-1]["text"] == "Home › Café\n\nCrème brûlée."
+    summary = capsys.readouterr().out.strip()
+    median = sorted(row["n_tokens"] for row in rows)[1]
+    assert summary == f"wrote {out}: 2 pages, 3 chunks, median {median} tokens, 0 oversized"
+    assert list(out.parent.iterdir()) == [out]  # no temporary file left behind
+
+
+def test_chunks_options(tmp_path, no_model):
+    write(tmp_path / "docs" / "a.md", "# A\n\n{* ../src/x.py *}\n\n" + "word " * 30 + "\n")
+    write(tmp_path / "docs" / "b.md", "# B\n\nText.\n")
+    out = tmp_path / "chunks.jsonl"
+    args = ["chunks", str(tmp_path / "docs"), "--out", str(out)]
+    assert main(args + ["--no-includes", "--exclude", "b.md"]) == 0
+    rows = _read_jsonl(out)
+    assert {row["path"] for row in rows} == {"a.md"} and "{* ../src/x.py *}" in rows[0]["text"]
+    assert main(args + ["--chunker", "fixed", "--window", "10"]) == 0
+    rows = _read_jsonl(out)
+    assert [row["n_tokens"] for row in rows if row["path"] == "a.md"][:2] == [10, 10]
+    assert all(row["heading_path"] == [] for row in rows)
+    assert main(args + ["--max-tokens", "5"]) == 0
+    assert any(row["oversized"] for row in _read_jsonl(out))
+
+
+def test_chunks_of_the_rust_book(tmp_path, capsys, no_model):
+    from ragcal.chunking import chunk_size_summary
+    from ragcal.datasets import RUST_BOOK_CORPUS
+    from ragcal.scoring import chunk_corpus
+
+    out = tmp_path / "rust.jsonl"
+    assert main(["chunks", str(RUST_BOOK_CORPUS), "--out", str(out)]) == 0
+    rows = _read_jsonl(out)
+    documents, chunks, _ = chunk_corpus(RUST_BOOK_CORPUS)
+    summary = chunk_size_summary(chunks).iloc[0]
+    assert len(rows) == len(chunks) == summary["chunks"]
+    assert len({row["path"] for row in rows}) == len(documents) == 111  # SUMMARY.md left out by default
+    assert not any("<Listing" in row["text"] or "{{#" in row["text"] for row in rows)
+    assert any(row["heading_path"][-1] == "The Stack and the Heap" for row in rows)
+    assert capsys.readouterr().out.strip() == (
+        f"wrote {out}: 111 pages, {len(chunks)} chunks, median {summary['tokens_median']:g} tokens, "
+        f"{int(summary['oversized'])} oversized"
+    )
+
+
+def test_chunks_missing_corpus_is_named_and_writes_nothing(tmp_path, capsys, no_model):
+    out = tmp_path / "out" / "chunks.jsonl"
+    assert main(["chunks", str(tmp_path / "nope"), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("ragcal: error: ") and str(tmp_path / "nope") in error
+    assert not (tmp_path / "out").exists()
