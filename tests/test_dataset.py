@@ -81,3 +81,22 @@ def test_a_page_on_a_near_domain_topic_fails_the_check(documents, chunks):
 def test_recorded_columns_are_present():
     frame = pd.read_csv(FASTAPI_QUERIES, dtype=str, keep_default_na=False)
     assert list(frame.columns) == ["id", "query", "answerable", "slice", "gold", "keywords", "keyword_check", "note"]
+
+
+def test_rust_book_labeled_set():
+    """The second corpus's set: counts, labels, gold pages, and its near-domain keyword check."""
+    from ragcal.datasets import RUST_BOOK_CORPUS, RUST_BOOK_EXCLUDE, RUST_BOOK_QUERIES
+
+    documents = load_corpus(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)
+    chunks = chunk_by_headings(documents)
+    queries = load_queries(RUST_BOOK_QUERIES, corpus_paths={document.path for document in documents})
+    counts = queries["slice"].value_counts()
+    assert counts["answerable"] >= 100 and counts["near-domain"] >= 40 and counts["unrelated"] >= 40
+    assert (queries["answerable"] == (queries["slice"] == "answerable")).all()
+    assert queries["query"].str.lower().is_unique
+    headings = {title.lower() for chunk in chunks for title in chunk.heading_path}
+    assert not set(queries["query"].str.lower().str.rstrip("?")) & headings
+    for row in queries[queries["slice"] == "near-domain"].itertuples():
+        check = keyword_check(documents, row.keywords.split(";"), chunks=chunks)
+        assert not check.covered, f"{row.id}: the book covers {row.keywords!r}"
+        assert check.summary == row.keyword_check, f"{row.id}: recorded check {row.keyword_check!r} is stale"
