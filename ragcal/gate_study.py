@@ -56,7 +56,6 @@ def gate_fitters(rules) -> dict:
     return fitters
 
 
-
 def _file_name(gate_name: str) -> str:
     return gate_name.replace(" ", "_").replace("@", "").replace(".", "") + ".json"
 
@@ -87,11 +86,16 @@ def _passage_table(table, queries, retrieved, fitters, names, *, n_splits, rando
             rows.append({"gate": name, "split": split, "scored": len(metrics), **metrics.drop(columns="id").mean()})
     per_split = pd.DataFrame(rows)
     measures = [column for column in per_split.columns if column not in ("gate", "split", "scored")]
-    summary = per_split.groupby("gate", sort=False)[measures].agg(["mean", lambda values: values.quantile(0.05),
-                                                                   lambda values: values.quantile(0.95)])
-    summary.columns = [f"{measure}{suffix}" for measure, suffix in
-                       ((measure, {"mean": "", "<lambda_0>": "_p5", "<lambda_1>": "_p95"}[stat])
-                        for measure, stat in summary.columns)]
+    summary = per_split.groupby("gate", sort=False)[measures].agg(
+        ["mean", lambda values: values.quantile(0.05), lambda values: values.quantile(0.95)]
+    )
+    summary.columns = [
+        f"{measure}{suffix}"
+        for measure, suffix in (
+            (measure, {"mean": "", "<lambda_0>": "_p5", "<lambda_1>": "_p95"}[stat])
+            for measure, stat in summary.columns
+        )
+    ]
     return summary.reset_index()
 
 
@@ -168,5 +172,11 @@ def evaluate_gates(
         atomic_write_text(results_dir / f"{name}.csv", frame.to_csv(index=False, float_format="%.4f"))
         log(f"wrote {results_dir / name}.csv")
     log(f"wrote {gates_dir}/ ({len(fitted)} gates fitted on the whole set)")
-    return {"gates": gates, "comparison": comparison, "passages": passages, "floor_gap_sweep": sweep,
-            "fitted": fitted, "heldout_gates": heldout}
+    return {
+        "gates": gates,
+        "comparison": comparison,
+        "passages": passages,
+        "floor_gap_sweep": sweep,
+        "fitted": fitted,
+        "heldout_gates": heldout,
+    }

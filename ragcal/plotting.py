@@ -547,16 +547,17 @@ class FloorGapDisplay:
     fitted: tuple | None = None
 
     @classmethod
-    def from_sweep(
-        cls, sweep: pd.DataFrame, *, refused="near_domain_refused", fitted=None
-    ) -> "FloorGapDisplay":
+    def from_sweep(cls, sweep: pd.DataFrame, *, refused="near_domain_refused", fitted=None) -> "FloorGapDisplay":
         """From :func:`ragcal.gates.floor_gap_sweep`; ``fitted`` is a FloorGapGate or ``(floor, min_gap)``."""
         missing = [column for column in ("floor", "min_gap", "answerable_kept", refused) if column not in sweep]
         if missing:
             raise ValueError(f"FloorGapDisplay.from_sweep: missing column(s) {missing}")
         floors, gaps = np.unique(sweep["floor"]), np.unique(sweep["min_gap"])
         panels = {}
-        for column, title in (("answerable_kept", "answerable kept"), (refused, refused.replace("_", " ").replace("near domain", "near-domain"))):
+        for column, title in (
+            ("answerable_kept", "answerable kept"),
+            (refused, refused.replace("_", " ").replace("near domain", "near-domain")),
+        ):
             panels[title] = sweep.pivot(index="floor", columns="min_gap", values=column).loc[floors, gaps].to_numpy()
         if fitted is not None and not isinstance(fitted, tuple):
             fitted = (fitted.floor, fitted.min_gap)
@@ -572,11 +573,21 @@ class FloorGapDisplay:
             self.images_ = {}
             for ax, (title, values) in zip(axes, self.panels.items()):
                 image = ax.pcolormesh(self.gaps, self.floors, values, vmin=0, vmax=1, cmap="cividis", shading="nearest")
-                contour = ax.contour(self.gaps, self.floors, values, levels=[0.5, 0.8, 0.95], colors="white", linewidths=0.7)
+                contour = ax.contour(
+                    self.gaps, self.floors, values, levels=[0.5, 0.8, 0.95], colors="white", linewidths=0.7
+                )
                 ax.clabel(contour, fmt=lambda level: f"{level:.0%}", fontsize=7)
                 if self.fitted is not None:
-                    ax.plot(self.fitted[1], self.fitted[0], marker="*", markersize=11, color="#D55E00",
-                            markeredgecolor="#000000", linestyle="none", label="fitted")
+                    ax.plot(
+                        self.fitted[1],
+                        self.fitted[0],
+                        marker="*",
+                        markersize=11,
+                        color="#D55E00",
+                        markeredgecolor="#000000",
+                        linestyle="none",
+                        label="fitted",
+                    )
                 ax.set_title(title, loc="left")
                 ax.set_xlabel("min gap (top - second)")
                 ax.grid(False)
@@ -627,8 +638,11 @@ class GateOutcomeDisplay:
         with figure_style():
             if axes is None:
                 _, axes = plt.subplots(
-                    1, len(self.slices), figsize=(2.6 * len(self.slices) + 1.2, 0.32 * len(self.gates) + 1.2),
-                    layout="constrained", sharey=True,
+                    1,
+                    len(self.slices),
+                    figsize=(2.6 * len(self.slices) + 1.2, 0.32 * len(self.gates) + 1.2),
+                    layout="constrained",
+                    sharey=True,
                 )
             axes = np.atleast_1d(axes)
             positions = np.arange(len(self.gates))[::-1]

@@ -450,15 +450,23 @@ def gates_section(
         lines += ["Fitted on every labeled question (saved in `results/gates/`, usable with `ragcal ask --gate`):", ""]
         lines += [f"- `{name}`: `{json_line}`" for name, json_line in fitted.items()]
         lines.append("")
-    columns = {"passages": "passages", "precision@cut": "precision@cut", "recall@cut": "recall@cut",
-               "precision@5": "precision@5", "recall@5": "recall@5", "precision@10": "precision@10",
-               "recall@10": "recall@10"}
+    columns = {
+        "passages": "passages",
+        "precision@cut": "precision@cut",
+        "recall@cut": "recall@cut",
+        "precision@5": "precision@5",
+        "recall@5": "recall@5",
+        "precision@10": "precision@10",
+        "recall@10": "recall@10",
+    }
     rows = []
     for row in passages.to_dict("records"):
         record = {"gate": row["gate"]}
         for column, label in columns.items():
             digits = 1 if column == "passages" else 2
-            record[label] = f"{row[column]:.{digits}f} ({row[column + '_p5']:.{digits}f} to {row[column + '_p95']:.{digits}f})"
+            record[label] = (
+                f"{row[column]:.{digits}f} ({row[column + '_p5']:.{digits}f} to {row[column + '_p95']:.{digits}f})"
+            )
         rows.append(record)
     lines += [
         "### Passages passed on: the cut against a fixed top-k",

@@ -107,7 +107,10 @@ def test_floor_gap_otherwise_refuses():
 
 
 def test_floor_gap_reasons_are_distinct_per_case():
-    cases = [RetrievalResult("dense", (), []), *(dense(*s)["dense"] for s in [(0.4,), (0.6,), (0.7, 0.45), (0.6, 0.55), (0.55, 0.48)])]
+    cases = [
+        RetrievalResult("dense", (), []),
+        *(dense(*s)["dense"] for s in [(0.4,), (0.6,), (0.7, 0.45), (0.6, 0.55), (0.55, 0.48)]),
+    ]
     kinds = {re.sub(r"[0-9.]+", "#", GATE.decide({"dense": case}).reasons[0]) for case in cases}
     assert len(kinds) == 6
 
@@ -120,10 +123,15 @@ def test_floor_gap_table_agrees_with_decide():
             "dense_top2": [scores[1] if len(scores) > 1 else np.nan for scores in lists],
         }
     )
-    expected = [GATE.decide(dense(*scores) if scores else {"dense": RetrievalResult("dense", (), [])}).action for scores in lists]
-    assert list(GATE.decide_table(table)["action"]) == expected == [
-        "refuse", "refuse", "answer", "answer", "answer", "refuse", "answer"
+    expected = [
+        GATE.decide(dense(*scores) if scores else {"dense": RetrievalResult("dense", (), [])}).action
+        for scores in lists
     ]
+    assert (
+        list(GATE.decide_table(table)["action"])
+        == expected
+        == ["refuse", "refuse", "answer", "answer", "answer", "refuse", "answer"]
+    )
 
 
 # --------------------------------------------------------------------------- ThresholdGate
@@ -136,7 +144,11 @@ def test_threshold_gate_answer_hedge_refuse():
     assert hedged.action == "hedge" and "partial" in hedged.message
     assert [chunk for chunk, _ in hedged.passages] == ["page0.md#0", "page1.md#0"]  # the cut at 0.45
     refused = gate.decide(dense(0.44, 0.3))
-    assert refused.action == "refuse" and refused.passages == () and refused.reasons == ("dense_top1 0.440 fails >= 0.450",)
+    assert (
+        refused.action == "refuse"
+        and refused.passages == ()
+        and refused.reasons == ("dense_top1 0.440 fails >= 0.450",)
+    )
     assert gate.decide(dense(0.45)).action == "hedge"  # >= threshold answers
 
 
@@ -266,7 +278,12 @@ CONFIG = {
 
 
 def fake_index(config=CONFIG, chunks=()):
-    return SimpleNamespace(config=dict(config), retriever_names=("dense", "bm25_raw", "bm25_stopwords", "rrf"), chunks=list(chunks), bm25={})
+    return SimpleNamespace(
+        config=dict(config),
+        retriever_names=("dense", "bm25_raw", "bm25_stopwords", "rrf"),
+        chunks=list(chunks),
+        bm25={},
+    )
 
 
 def test_save_and_load_keep_provenance(tmp_path):
@@ -302,7 +319,9 @@ def test_load_gate_refuses_unknown_provenance_and_warns_on_a_changed_corpus(tmp_
         load_gate(path, index=fake_index({**CONFIG, "chunks_sha256": "def", "n_chunks": 11}))
 
 
-@pytest.mark.parametrize("text, message", [("{not json", "not a JSON gate file"), ('{"format": "x"}', "expected a 'ragcal-gate/1'")])
+@pytest.mark.parametrize(
+    "text, message", [("{not json", "not a JSON gate file"), ('{"format": "x"}', "expected a 'ragcal-gate/1'")]
+)
 def test_bad_gate_files_are_named(tmp_path, text, message):
     path = write(tmp_path / "gate.json", text)
     with pytest.raises(GateFileError, match=message) as caught:
@@ -319,9 +338,18 @@ def test_bad_gate_files_are_named(tmp_path, text, message):
 def handbook(tmp_path_factory):
     """A tiny corpus with an owner in one page's front matter."""
     root = tmp_path_factory.mktemp("handbook")
-    write(root / "expenses.md", "---\nowner: Finance team\n---\n# Expenses\n\n## Travel claims\n\nSubmit travel receipts within thirty days.\n")
-    write(root / "leave.md", "# Leave\n\n## Parental leave\n\nParental leave lasts sixteen weeks. Leave requests go to your manager.\n\n## Sick leave\n\nReport sick leave on the first day.\n")
-    write(root / "laptops.md", "# Laptops\n\n## Laptop refresh\n\nLaptops are refreshed every three years. Request a laptop from IT.\n")
+    write(
+        root / "expenses.md",
+        "---\nowner: Finance team\n---\n# Expenses\n\n## Travel claims\n\nSubmit travel receipts within thirty days.\n",
+    )
+    write(
+        root / "leave.md",
+        "# Leave\n\n## Parental leave\n\nParental leave lasts sixteen weeks. Leave requests go to your manager.\n\n## Sick leave\n\nReport sick leave on the first day.\n",
+    )
+    write(
+        root / "laptops.md",
+        "# Laptops\n\n## Laptop refresh\n\nLaptops are refreshed every three years. Request a laptop from IT.\n",
+    )
     chunks = chunk_by_headings(load_corpus(root))
     index = SimpleNamespace(
         chunks=chunks,
@@ -333,7 +361,12 @@ def handbook(tmp_path_factory):
 
 def test_refusal_with_no_hits_at_all(handbook):
     empty = {"bm25_stopwords": RetrievalResult("bm25_stopwords", (), [])}
-    message = FloorGapGate(1.0, 0.1, retriever="bm25_stopwords").bind(handbook).decide(empty, query="Who won the 1998 World Cup?").message
+    message = (
+        FloorGapGate(1.0, 0.1, retriever="bm25_stopwords")
+        .bind(handbook)
+        .decide(empty, query="Who won the 1998 World Cup?")
+        .message
+    )
     assert message.startswith("I searched the staff handbook (4 passages from 3 pages)")
     assert "No passage matched any word of the question." in message
     assert "it covers Expenses, Laptops, Leave" in message  # the next step names what the corpus does cover
@@ -372,8 +405,14 @@ def table_of(top1, top2, answerable, slices=None):
     answerable = np.asarray(answerable, dtype=bool)
     slices = slices if slices is not None else np.where(answerable, "answerable", "near-domain")
     return pd.DataFrame(
-        {"id": [f"q{n}" for n in range(len(top1))], "query": "q", "answerable": answerable, "slice": slices,
-         "dense_top1": top1, "dense_top2": top2}
+        {
+            "id": [f"q{n}" for n in range(len(top1))],
+            "query": "q",
+            "answerable": answerable,
+            "slice": slices,
+            "dense_top1": top1,
+            "dense_top2": top2,
+        }
     )
 
 
@@ -413,8 +452,12 @@ def test_fit_threshold_gate_uses_the_rule():
 
 
 def test_gate_outcomes_counts_by_hand():
-    table = table_of([0.9, 0.5, 0.2, 0.6, 0.1], [0.0] * 5, [True, True, True, False, False],
-                     ["answerable"] * 3 + ["near-domain", "unrelated"])
+    table = table_of(
+        [0.9, 0.5, 0.2, 0.6, 0.1],
+        [0.0] * 5,
+        [True, True, True, False, False],
+        ["answerable"] * 3 + ["near-domain", "unrelated"],
+    )
     decisions = ThresholdGate("dense_top1", 0.4, hedge_below=0.7).decide_table(table)
     outcomes = gate_outcomes(table, decisions).set_index(["slice", "outcome"])
     assert outcomes.loc[("answerable", "answer"), "k"] == 1
@@ -436,7 +479,9 @@ def test_heldout_gates_use_the_threshold_rules_splits():
     }
     heldout = heldout_gates(table, fitters, n_splits=20)
     reference = heldout_outcomes(table, "dense_top1", ["keep@0.95"], n_splits=20)
-    mine = heldout[(heldout["gate"] == "threshold") & (heldout["slice"] == "answerable") & (heldout["outcome"] == "answered")]
+    mine = heldout[
+        (heldout["gate"] == "threshold") & (heldout["slice"] == "answerable") & (heldout["outcome"] == "answered")
+    ]
     assert np.array_equal(mine["k"].to_numpy(), reference["answerable_kept_k"].to_numpy())
     differences = paired_differences(heldout, "threshold", slice_name="near-domain", outcome="refuse").set_index("gate")
     assert differences.loc["threshold", ["mean", "low", "high", "better"]].tolist() == [0, 0, 0, 0]
@@ -464,7 +509,9 @@ def test_default_chain_fit_structure():
     gate = fit_default_chain(table)
     hybrid, keyword, broad = gate.stages
     assert [stage.name for stage in gate.stages] == ["hybrid", "keyword", "broad"]
-    assert broad.tier == "partial" and broad.gate.threshold == fit_threshold("keep@0.95", table["dense_top1"], answerable)
+    assert broad.tier == "partial" and broad.gate.threshold == fit_threshold(
+        "keep@0.95", table["dense_top1"], answerable
+    )
     assert hybrid.gate.threshold >= broad.gate.threshold and hybrid.gate.passages_from == "rrf"
     assert keyword.gate.threshold > 0
     kept = (gate.decide_table(table)["action"][answerable] != "refuse").mean()

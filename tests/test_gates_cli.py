@@ -84,9 +84,14 @@ def test_fit_gate_then_ask_json(scores_csv, fastapi_index, capsys, tmp_path):
 
 def test_ask_from_a_query_file_keeps_ids(scores_csv, capsys, tmp_path):
     gate_path = tmp_path / "gate.json"
-    assert main(["fit-gate", str(scores_csv), "--signal", "dense_top1", "--rule", "keep@1.0", "--out", str(gate_path)]) == 0
+    assert (
+        main(["fit-gate", str(scores_csv), "--signal", "dense_top1", "--rule", "keep@1.0", "--out", str(gate_path)])
+        == 0
+    )
     questions = tmp_path / "questions.csv"
-    questions.write_text("id,query\nx1,How do I allow requests from my React app on another port?\nx2,How many players are on a cricket team?\n")
+    questions.write_text(
+        "id,query\nx1,How do I allow requests from my React app on another port?\nx2,How many players are on a cricket team?\n"
+    )
     capsys.readouterr()
     code, out, _ = ask(capsys, "--gate", str(gate_path), "--queries", str(questions), "--json")
     assert code == 0

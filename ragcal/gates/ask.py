@@ -41,7 +41,8 @@ def ask(gate, index, questions, *, ids=None) -> tuple[list, pd.DataFrame]:
             "stage": [decision.stage for decision in decisions],
             "tier": [decision.tier for decision in decisions],
             "passages": [
-                "; ".join(f"{chunk_id} ({score:.3f})" for chunk_id, score in decision.passages) for decision in decisions
+                "; ".join(f"{chunk_id} ({score:.3f})" for chunk_id, score in decision.passages)
+                for decision in decisions
             ],
             "message": [decision.message for decision in decisions],
         }

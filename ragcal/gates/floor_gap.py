@@ -104,7 +104,9 @@ class FloorGapGate(Gate):
                 return self._refuse(
                     results,
                     query,
-                    [f"second score {second:.3f} < floor {self.floor:.3f} and gap {gap:.3f} <= min_gap {self.min_gap:.3f}"],
+                    [
+                        f"second score {second:.3f} < floor {self.floor:.3f} and gap {gap:.3f} <= min_gap {self.min_gap:.3f}"
+                    ],
                     top,
                 )
         passages = cut_passages(
@@ -117,7 +119,9 @@ class FloorGapGate(Gate):
         top_column, second_column = self.columns
         top = table[top_column].to_numpy(dtype=float)
         second = table[second_column].to_numpy(dtype=float)
-        return actions_frame(np.where(floor_gap_answers(top, second, self.floor, self.min_gap), "answer", "refuse"), top)
+        return actions_frame(
+            np.where(floor_gap_answers(top, second, self.floor, self.min_gap), "answer", "refuse"), top
+        )
 
     def to_dict(self) -> dict:
         return {

@@ -137,7 +137,9 @@ class CorpusDescription:
 
 def closest_pages(results, *, n: int = _N_CLOSEST) -> list[tuple[str, str, float]]:
     """``(page, best chunk id, score)`` of the first ``n`` distinct pages of the most meaningful non-empty view."""
-    views = [name for name in CLOSEST_VIEWS if name in results] + [name for name in results if name not in CLOSEST_VIEWS]
+    views = [name for name in CLOSEST_VIEWS if name in results] + [
+        name for name in results if name not in CLOSEST_VIEWS
+    ]
     for name in views:
         listed = results[name]
         if listed.is_empty:
@@ -192,7 +194,9 @@ def _next_step(closest, query, corpus) -> str:
             return f"Next step: if one of those pages is close, rephrase with the terms it uses, such as {quoted}."
         if corpus.topics:
             topics = ", ".join(corpus.topics[:_N_TOPICS])
-            return f"Next step: {corpus.name} may not cover this topic at all; it covers {topics}. Ask about one of them."
+            return (
+                f"Next step: {corpus.name} may not cover this topic at all; it covers {topics}. Ask about one of them."
+            )
     return "Next step: ask a narrower question that names the feature, setting or error message you are after."
 
 

@@ -18,7 +18,9 @@ __all__ = ["ThresholdGate", "cut_passages"]
 
 def _check_max_passages(value, owner: str):
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"The 'max_passages' parameter of {owner} must be a positive int or None. Got {value!r} instead.")
+        raise ValueError(
+            f"The 'max_passages' parameter of {owner} must be a positive int or None. Got {value!r} instead."
+        )
 
 
 def cut_passages(results, view: str, *, bar_retriever: str | None, bar: float | None, max_passages: int | None):
@@ -38,7 +40,9 @@ def cut_passages(results, view: str, *, bar_retriever: str | None, bar: float | 
         scores = dict(zip(listed.chunk_ids, listed.scores))
     else:
         scores = dict(zip(results[bar_retriever].chunk_ids, results[bar_retriever].scores))
-    passages = [(chunk_id, float(scores[chunk_id])) for chunk_id in listed.chunk_ids if scores.get(chunk_id, -math.inf) >= bar]
+    passages = [
+        (chunk_id, float(scores[chunk_id])) for chunk_id in listed.chunk_ids if scores.get(chunk_id, -math.inf) >= bar
+    ]
     return passages[:max_passages] if max_passages is not None else passages
 
 
