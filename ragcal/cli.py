@@ -322,26 +322,37 @@ def _print_decision(query, decision, gate) -> None:
     print()
 
 
+def _gate_corpus(provenance: dict) -> Path:
+    """The corpus a gate was fitted on, from its provenance; relative paths also from the project root."""
+    from .datasets import DATA_DIR
+
+    recorded = provenance.get("corpus")
+    if not recorded:
+        raise ValueError("the gate does not record its corpus; pass --corpus DIR")
+    for candidate in (Path(recorded), DATA_DIR.parent / recorded):
+        if candidate.is_dir():
+            return candidate
+    raise ValueError(f"the gate's corpus {recorded!r} is not a folder here; pass --corpus DIR")
+
+
 def _ask(args) -> None:
     import json
 
-    from .gates import ask, read_gate_file
-    from .gates.files import check_provenance, index_options
-    from .gates.refusal import CorpusDescription
+    from .gates import ask, load_gate, read_gate_file
+    from .gates.files import index_options
     from .scoring import build_index
 
     document = read_gate_file(args.gate)
     ids, questions = _ask_queries(args)
+    corpus = args.corpus if args.corpus is not None else _gate_corpus(document["provenance"])
     options = index_options(document["provenance"])
     if args.model:
         options["model"] = args.model
-    index = build_index(args.corpus, cache_dir=args.cache_dir, exclude=args.exclude, **options)
-    check_provenance(document["provenance"], index.config, source=str(args.gate))
-    gate = document["gate"]
-    missing = [name for name in gate.retrievers if name not in index.retriever_names]
-    if missing:
-        raise ValueError(f"{args.gate}: the gate reads retriever view(s) {missing}, which the index does not offer")
-    gate = gate.bind(CorpusDescription.from_index(index))
+    if args.exclude is not None:
+        options["exclude"] = args.exclude
+    print(f"ragcal ask: corpus {corpus}", file=sys.stderr)
+    index = build_index(corpus, cache_dir=args.cache_dir, **options)
+    gate = load_gate(args.gate, index=index)  # refuses another model or chunking
     decisions, _ = ask(gate, index, questions)
     for query_id, question, decision in zip(ids, questions, decisions):
         if args.json:
@@ -466,10 +477,16 @@ def main(argv=None) -> int:
     ask.add_argument("--queries", type=Path, default=None, help="CSV with a 'query' column (and 'id')")
     ask.add_argument("--json", action="store_true", help="one JSON object per line")
     ask.add_argument(
-        "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
+        "--corpus", type=Path, default=None, help="Markdown folder (default: the corpus the gate was fitted on)"
     )
     ask.add_argument("--model", default=None, help="embedding model (default: the gate's)")
-    ask.add_argument("--exclude", action="append", default=None, metavar="PATH", help="leave a page out (repeatable)")
+    ask.add_argument(
+        "--exclude",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="leave a page out (repeatable; default: the pages the gate's score table left out)",
+    )
     ask.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
 
     golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")

@@ -65,6 +65,15 @@ CHUNKING_VARIANTS = {
 }
 
 
+def _project_relative(path) -> str:
+    """``path`` relative to the project root when it lies inside it (so results carry no machine paths)."""
+    from .datasets import DATA_DIR
+
+    resolved = Path(path).resolve()
+    root = DATA_DIR.parent.resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
+
+
 def gold_pages(queries: pd.DataFrame) -> dict:
     """``{query id: gold pages}`` for answerable queries."""
     return {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}
@@ -272,7 +281,7 @@ def reproduce(
     log(f"index: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
     retrieved = index.retrieve(queries["query"])
     config = {**index.config, "queries": str(Path(queries_path).name)}
-    config["corpus"] = str(Path(corpus_dir).name)
+    config["corpus"] = _project_relative(corpus_dir)
     table = score_table(queries, retrieved)
     write_score_table(results_dir / "scores.csv", table, config=config)
     write_trec_runs(results_dir / "runs", queries["id"], retrieved, config=config)

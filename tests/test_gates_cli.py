@@ -126,3 +126,38 @@ def test_fit_gate_errors_name_the_problem(tmp_path, capsys):
     # Without a .meta.json the gate is written, with a warning that ask will refuse it.
     assert main(["fit-gate", str(scores), "--out", str(tmp_path / "gate.json")]) == 0
     assert "records no model" in capsys.readouterr().err
+
+
+def test_ask_finds_the_gates_corpus_or_says_what_to_pass(scores_csv, tmp_path, capsys):
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--out", str(gate_path)]) == 0
+    capsys.readouterr()
+    # No --corpus: the corpus recorded in the gate's provenance (the bundled docs here).
+    code, out, err = ask(capsys, "--gate", str(gate_path), "--json", "How do I set a cookie on the response?")
+    assert code == 0 and json.loads(out)["action"] == "answer" and "ragcal ask: corpus" in err
+    document = json.loads(gate_path.read_text())
+    document["provenance"]["corpus"] = str(tmp_path / "moved-away")
+    gate_path.write_text(json.dumps(document))
+    code, out, err = ask(capsys, "--gate", str(gate_path), "How do I set a cookie?")
+    assert code == 2 and out == "" and "moved-away" in err and "pass --corpus DIR" in err
+
+
+def test_ask_warns_when_the_corpus_changed(scores_csv, fastapi_slice, embedder, tmp_path, capsys):
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--out", str(gate_path)]) == 0
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="corpus changed since the gate was fitted"):
+        code, out, _ = ask(
+            capsys,
+            "--gate",
+            str(gate_path),
+            "--corpus",
+            str(fastapi_slice),
+            "--exclude",
+            "none.md",
+            "--cache-dir",
+            str(embedder.cache_dir),
+            "--json",
+            "How do I set a cookie on the response?",
+        )
+    assert code == 0 and json.loads(out)["action"] == "answer"

@@ -8,13 +8,14 @@ import pytest
 
 from ragcal.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, execute_notebook
 
-# name -> (small parameters, figures it must write)
+# name -> (small parameters, figures it must write, images it must show)
 CASES = {
-    "01_score_distributions": ({}, ["score_distributions"]),
-    "02_roc_and_auc": ({"n_resamples": 300}, ["roc", "roc_near_domain"]),
-    "03_threshold_sweep_and_heldout": ({"n_splits": 50}, ["tradeoff", "heldout"]),
-    "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"]),
-    "05_gates": ({"n_splits": 30}, ["gates", "floor_gap"]),
+    # 01 shows its one saved figure plus the static view of the threshold slider.
+    "01_score_distributions": ({}, ["score_distributions"], 2),
+    "02_roc_and_auc": ({"n_resamples": 300}, ["roc", "roc_near_domain"], 2),
+    "03_threshold_sweep_and_heldout": ({"n_splits": 50}, ["tradeoff", "heldout"], 2),
+    "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"], 2),
+    "05_gates": ({"n_splits": 30}, ["gates", "floor_gap"], 2),
 }
 
 
@@ -32,7 +33,7 @@ def png_size(path):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_writes_figures(name, tmp_path, fastapi_index):
     # fastapi_index warms the shared embedding cache once for all notebooks.
-    parameters, figures = CASES[name]
+    parameters, figures, images = CASES[name]
     notebook = execute_notebook(
         NOTEBOOKS_DIR / f"{name}.py",
         tmp_path / f"{name}.ipynb",
@@ -43,14 +44,16 @@ def test_notebook_runs_and_writes_figures(name, tmp_path, fastapi_index):
     ]
     assert not errors
     assert (tmp_path / f"{name}.ipynb").stat().st_size > 10_000
-    # Every figure the notebook saves is also shown in it: one image output per saved figure.
+    # Every figure the notebook saves is also shown in it (the cell that saves it displays an image).
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and "save_figure(" in cell.source:
+            assert any("image/png" in output.get("data", {}) for output in cell.get("outputs", [])), (
+                f"{name}: a cell saves a figure but shows none:\n{cell.source}"
+            )
     shown = [
-        output
-        for cell in notebook.cells
-        for output in cell.get("outputs", [])
-        if "image/png" in output.get("data", {})
+        output for cell in notebook.cells for output in cell.get("outputs", []) if "image/png" in output.get("data", {})
     ]
-    assert len(shown) == len(figures), f"{name}: saves {len(figures)} figures, shows {len(shown)}"
+    assert len(shown) == images, f"{name}: shows {len(shown)} images, expected {images}"
     for stem in figures:
         png, svg = tmp_path / "figures" / f"{stem}.png", tmp_path / "figures" / f"{stem}.svg"
         width, height = png_size(png)
@@ -74,8 +77,15 @@ def test_notebooks_run_on_a_score_table_brought_from_elsewhere(name, tmp_path):
     slices = np.array(["covered"] * 40 + ["adjacent product"] * 20 + ["chit-chat"] * 20)
     centre = np.select([slices == "covered", slices == "adjacent product"], [0.7, 0.5], 0.2)
     scores = tmp_path / "logged_scores.csv"
-    pd.DataFrame({"id": [f"log{n}" for n in range(80)], "query": "logged", "answerable": slices == "covered",
-                  "slice": slices, "dense_top1": rng.normal(centre, 0.08).round(4)}).to_csv(scores, index=False)
+    pd.DataFrame(
+        {
+            "id": [f"log{n}" for n in range(80)],
+            "query": "logged",
+            "answerable": slices == "covered",
+            "slice": slices,
+            "dense_top1": rng.normal(centre, 0.08).round(4),
+        }
+    ).to_csv(scores, index=False)
     parameters = {"scores_path": str(scores), "figures_dir": str(tmp_path / "figures")}
     parameters.update({"n_resamples": 200} if name == "02_roc_and_auc" else {})
     parameters.update({"n_splits": 20} if name.startswith("03") else {})

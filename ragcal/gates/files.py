@@ -137,10 +137,12 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file") -> N
 
 
 def index_options(provenance: dict) -> dict:
-    """:func:`ragcal.scoring.build_index` options that reproduce the gate's chunking and model."""
+    """:func:`ragcal.scoring.build_index` options that reproduce the gate's chunking, model and excluded pages."""
     options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
     if provenance.get("model"):
         options["model"] = provenance["model"]
+    if provenance.get("excluded") is not None:
+        options["exclude"] = tuple(provenance["excluded"])
     return options
 
 
