@@ -36,6 +36,8 @@ __all__ = [
     "HeldoutDisplay",
     "FloorGapDisplay",
     "GateOutcomeDisplay",
+    "AucComparisonDisplay",
+    "ChunkingSweepDisplay",
 ]
 
 #: Okabe & Ito (2008) colour-blind-safe palette, black first.
@@ -662,4 +664,406 @@ class GateOutcomeDisplay:
             axes[0].set_yticks(positions, self.gates)
             axes[-1].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
             self.axes_, self.figure_ = axes, axes[0].figure
+        return self
+
+
+# --------------------------------------------------------------------------- several corpora
+
+#: Markers for corpora on shared axes, so that they differ without colour too.
+_CORPUS_MARKERS = ("o", "s", "D", "^", "v", "P")
+
+
+def _check_corpus_tables(tables, required, owner: str) -> dict:
+    """``{corpus: DataFrame}`` with every column of ``required``, or a ValueError naming what is missing."""
+    if not isinstance(tables, dict) or not tables:
+        raise TypeError(
+            f"The 'tables' parameter of {owner} must be a non-empty dict of corpus name to DataFrame. "
+            f"Got {type(tables).__name__} instead."
+        )
+    for corpus, table in tables.items():
+        if not isinstance(table, pd.DataFrame):
+            raise TypeError(f"{owner}: the table of corpus {corpus!r} must be a DataFrame. Got {type(table).__name__}.")
+        missing = [column for column in required if column not in table.columns]
+        if missing:
+            raise ValueError(f"{owner}: the table of corpus {corpus!r} is missing column(s) {missing}")
+    return {str(corpus): table for corpus, table in tables.items()}
+
+
+def _ordered_union(columns) -> list:
+    """Values in order of first appearance, the first column's values first."""
+    return list(pd.unique(pd.concat([pd.Series(column, dtype=object) for column in columns], ignore_index=True)))
+
+
+@dataclass
+class AucComparisonDisplay:
+    """AUC with its bootstrap interval per signal, one marker per corpus, on shared axes.
+
+    Create with :meth:`from_auc_tables`; draw with :meth:`plot`.
+
+    Attributes
+    ----------
+    comparison : str
+        What the negatives are (``"all unanswerable"`` or a slice name).
+    corpora : list of str
+        Corpus names, in the order of the tables given (legend order).
+    signals : list of str
+        One row per signal, top to bottom.
+    auc, ci_low, ci_high : ndarray of shape (len(signals), len(corpora))
+        Element ``[i, j]`` is for ``signals[i]`` on ``corpora[j]``; NaN where
+        the signal is constant on that corpus (or absent from its table).
+    counts : dict of str to (int, int)
+        ``(n_answerable, n_unanswerable)`` per corpus for this comparison.
+    dropped : list of str
+        Signals left out because their AUC is NaN on every corpus.
+    """
+
+    comparison: str
+    corpora: list
+    signals: list
+    auc: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    counts: dict
+    dropped: list = field(default_factory=list)
+
+    _COLUMNS = ("signal", "comparison", "auc", "ci_low", "ci_high", "n_answerable", "n_unanswerable")
+
+    @classmethod
+    def from_auc_tables(
+        cls, tables: dict, *, comparison: str = "all unanswerable", signals=None
+    ) -> "AucComparisonDisplay":
+        """Collect one comparison from several ``auc.csv`` tables.
+
+        Parameters
+        ----------
+        tables : dict of str to DataFrame
+            ``{corpus name: auc table}``, each with the columns of
+            ``results/<corpus>/auc.csv``. Dict order is legend order.
+        comparison : str, default="all unanswerable"
+            The ``comparison`` rows to keep.
+        signals : list of str, default=None
+            The signals to show, in this order. None: every signal, in the
+            order of the first table (signals only in later tables follow).
+
+        Returns
+        -------
+        AucComparisonDisplay
+
+        Examples
+        --------
+        >>> tables = {name: pd.read_csv(f"results/{name}/auc.csv") for name in ("fastapi", "rust-book")}
+        >>> AucComparisonDisplay.from_auc_tables(tables, comparison="near-domain").plot()  # doctest: +SKIP
+        """
+        owner = "AucComparisonDisplay.from_auc_tables"
+        tables = _check_corpus_tables(tables, cls._COLUMNS, owner)
+        rows = {}
+        for corpus, table in tables.items():
+            kept = table[table["comparison"] == comparison]
+            if kept.empty:
+                known = list(pd.unique(table["comparison"]))
+                raise ValueError(f"{owner}: the table of corpus {corpus!r} has no {comparison!r} rows; it has {known}")
+            repeated = kept["signal"][kept["signal"].duplicated()].tolist()
+            if repeated:
+                raise ValueError(f"{owner}: the table of corpus {corpus!r} repeats signal(s) {repeated}")
+            rows[corpus] = kept.set_index("signal")
+        available = _ordered_union([kept.index for kept in rows.values()])
+        if signals is None:
+            signals = available
+        else:
+            signals = [signals] if isinstance(signals, str) else list(signals)
+            unknown = [signal for signal in signals if signal not in available]
+            if unknown:
+                raise ValueError(
+                    f"The 'signals' parameter of {owner} must name signals of the tables {available}. Got {unknown}."
+                )
+
+        def column(name):
+            return np.array(
+                [[rows[corpus][name].get(signal, np.nan) for corpus in rows] for signal in signals], dtype=float
+            ).reshape(len(signals), len(rows))
+
+        auc, low, high = column("auc"), column("ci_low"), column("ci_high")
+        shown = ~np.all(np.isnan(auc), axis=1)
+        dropped = [signal for signal, keep in zip(signals, shown) if not keep]
+        counts = {
+            corpus: (int(kept["n_answerable"].iloc[0]), int(kept["n_unanswerable"].iloc[0]))
+            for corpus, kept in rows.items()
+        }
+        return cls(
+            comparison,
+            list(rows),
+            [signal for signal, keep in zip(signals, shown) if keep],
+            auc[shown],
+            low[shown],
+            high[shown],
+            counts,
+            dropped,
+        )
+
+    def plot(self, ax=None, *, chance: bool = True, legend: bool = True) -> "AucComparisonDisplay":
+        """Draw a horizontal dot plot: one row per signal, one marker and interval per corpus.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            None: a new figure sized to the number of signals.
+        chance : bool, default=True
+            Mark AUC 0.5 with a dashed line.
+        legend : bool, default=True
+        """
+        with figure_style():
+            ax = _new_axes(ax, size=(5.4, 0.34 * len(self.signals) * max(1.0, 0.6 * len(self.corpora)) + 1.1))
+            rows = np.arange(len(self.signals))[::-1].astype(float)
+            step = min(0.25, 0.7 / max(len(self.corpora), 1))
+            self.errorbars_, self.missing_ = {}, {}
+            for position, corpus in enumerate(self.corpora):
+                colour = _SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)]
+                marker = _CORPUS_MARKERS[position % len(_CORPUS_MARKERS)]
+                # The first corpus on top within each row, like the legend.
+                offset = ((len(self.corpora) - 1) / 2 - position) * step
+                auc, low, high = self.auc[:, position], self.ci_low[:, position], self.ci_high[:, position]
+                finite = ~np.isnan(auc)
+                n_answerable, n_unanswerable = self.counts[corpus]
+                self.errorbars_[corpus] = ax.errorbar(
+                    auc[finite],
+                    rows[finite] + offset,
+                    xerr=np.vstack([auc[finite] - low[finite], high[finite] - auc[finite]]),
+                    fmt=marker,
+                    color=colour,
+                    markersize=5,
+                    markeredgecolor="#000000",
+                    markeredgewidth=0.5,
+                    elinewidth=1.4,
+                    capsize=2,
+                    label=f"{corpus} ({n_answerable} / {n_unanswerable})",
+                )
+                self.missing_[corpus] = [
+                    ax.text(0.505, row + offset, f"{corpus}: constant, no AUC", color=colour, fontsize=7, va="center")
+                    for row in rows[~finite]
+                ]
+            if chance:
+                self.chance_line_ = ax.axvline(0.5, color="#777777", linestyle="--", linewidth=1)
+            lowest = np.nanmin(self.ci_low) if np.any(~np.isnan(self.ci_low)) else 0.5
+            ax.set_xlim(min(0.49, lowest - 0.02), 1.01)
+            ax.set_ylim(-0.6, len(self.signals) - 0.4)
+            ax.set_yticks(rows, self.signals)
+            ax.grid(False, axis="y")
+            for boundary in rows[:-1] - 0.5:
+                ax.axhline(boundary, color="#DDDDDD", linewidth=0.6, zorder=0)
+            ax.set_xlabel("AUC with 95% bootstrap interval (0.5: chance)")
+            ax.set_title(f"Answerable vs {self.comparison}", loc="left")
+            if legend:
+                ax.legend(
+                    loc="upper left",
+                    bbox_to_anchor=(1.01, 1.0),
+                    title=f"corpus (answerable /\n{self.comparison})",
+                    title_fontsize=8,
+                    alignment="left",
+                )
+            self.ax_, self.figure_ = ax, ax.figure
+        return self
+
+
+@dataclass
+class ChunkingSweepDisplay:
+    """Retrieval and signal metrics per chunking variant, one series per corpus, one panel per metric.
+
+    Create with :meth:`from_chunking_tables`; draw with :meth:`plot`.
+
+    Attributes
+    ----------
+    corpora : list of str
+        Corpus names, in the order of the tables given.
+    variants : list of str
+        Chunking variants along x, in the order of the first table (variants
+        only in later tables follow).
+    metrics : list of str
+        One panel per metric.
+    baseline : str
+        The variant the paired differences are taken against.
+    values, lows, highs : dict of str to ndarray of shape (len(variants), len(corpora))
+        Metric value and its 95% bootstrap interval; element ``[i, j]`` is for
+        ``variants[i]`` on ``corpora[j]``, NaN where a corpus lacks the variant.
+    differs : dict of str to ndarray of bool, same shape
+        True where the 95% interval of the paired difference against
+        ``baseline`` excludes 0 (False for the baseline itself and for NaN).
+    chunks : ndarray of shape (len(variants), len(corpora))
+        Number of chunks (NaN where a corpus lacks the variant).
+    """
+
+    corpora: list
+    variants: list
+    metrics: list
+    baseline: str
+    values: dict
+    lows: dict
+    highs: dict
+    differs: dict
+    chunks: np.ndarray
+
+    @classmethod
+    def from_chunking_tables(
+        cls,
+        tables: dict,
+        *,
+        metrics=("recall@5", "mrr@10", "dense_top1_auc", "bm25_top1_raw_auc"),
+        baseline: str = "headings-256",
+    ) -> "ChunkingSweepDisplay":
+        """Collect several ``chunking.csv`` tables.
+
+        Parameters
+        ----------
+        tables : dict of str to DataFrame
+            ``{corpus name: chunking table}``, one row per variant with the
+            columns ``variant``, ``chunks`` and, per metric ``m``: ``m``,
+            ``m_low``, ``m_high``, ``m_diff``, ``m_diff_low``, ``m_diff_high``.
+        metrics : tuple of str, default=("recall@5", "mrr@10", "dense_top1_auc", "bm25_top1_raw_auc")
+        baseline : str, default="headings-256"
+            The variant marked in the plot; it must be in every table.
+
+        Returns
+        -------
+        ChunkingSweepDisplay
+
+        Examples
+        --------
+        >>> tables = {name: pd.read_csv(f"results/{name}/chunking.csv") for name in ("fastapi", "rust-book")}
+        >>> ChunkingSweepDisplay.from_chunking_tables(tables).plot()  # doctest: +SKIP
+        """
+        owner = "ChunkingSweepDisplay.from_chunking_tables"
+        metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+        if not metrics:
+            raise ValueError(f"The 'metrics' parameter of {owner} must name at least one metric. Got [] instead.")
+        suffixes = ("", "_low", "_high", "_diff", "_diff_low", "_diff_high")
+        required = ["variant", "chunks", *[f"{metric}{suffix}" for metric in metrics for suffix in suffixes]]
+        tables = _check_corpus_tables(tables, required, owner)
+        rows = {}
+        for corpus, table in tables.items():
+            repeated = table["variant"][table["variant"].duplicated()].tolist()
+            if repeated:
+                raise ValueError(f"{owner}: the table of corpus {corpus!r} repeats variant(s) {repeated}")
+            if baseline not in set(table["variant"]):
+                raise ValueError(
+                    f"The 'baseline' parameter of {owner} must be a variant of every table. Got {baseline!r}; "
+                    f"corpus {corpus!r} has {table['variant'].tolist()}."
+                )
+            rows[corpus] = table.set_index("variant")
+        variants = _ordered_union([kept.index for kept in rows.values()])
+
+        def column(name):
+            return np.array(
+                [[rows[corpus][name].get(variant, np.nan) for corpus in rows] for variant in variants], dtype=float
+            ).reshape(len(variants), len(rows))
+
+        values = {metric: column(metric) for metric in metrics}
+        lows = {metric: column(f"{metric}_low") for metric in metrics}
+        highs = {metric: column(f"{metric}_high") for metric in metrics}
+        differs = {
+            metric: (column(f"{metric}_diff_low") > 0) | (column(f"{metric}_diff_high") < 0) for metric in metrics
+        }
+        return cls(list(rows), variants, metrics, baseline, values, lows, highs, differs, column("chunks"))
+
+    def plot(self, axes=None, *, ncols: int | None = None) -> "ChunkingSweepDisplay":
+        """Draw one panel per metric: value and 95% interval per variant, one series per corpus.
+
+        A filled marker means the paired difference from ``baseline`` on that
+        corpus has a 95% interval excluding 0; a hollow one means it does not
+        (the baseline itself is always filled). The baseline column is shaded.
+
+        Parameters
+        ----------
+        axes : array of matplotlib Axes, default=None
+            At least ``len(metrics)`` axes. None: a new figure.
+        ncols : int, default=None
+            Panels per row for a new figure; None: 2 (a 2 x 2 grid for four metrics).
+        """
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch
+
+        with figure_style():
+            if axes is None:
+                ncols = ncols or min(2, len(self.metrics))
+                nrows = -(-len(self.metrics) // ncols)
+                _, axes = plt.subplots(
+                    nrows,
+                    ncols,
+                    figsize=(3.4 * ncols + 0.4, 2.3 * nrows + 1.2),
+                    layout="constrained",
+                    sharex=True,
+                    squeeze=False,
+                )
+            axes = np.ravel(axes)
+            if axes.size < len(self.metrics):
+                raise ValueError(
+                    f"The 'axes' parameter of ChunkingSweepDisplay.plot must hold at least {len(self.metrics)} axes "
+                    f"(one per metric). Got {axes.size} instead."
+                )
+            positions = np.arange(len(self.variants), dtype=float)
+            base = self.variants.index(self.baseline)
+            step = min(0.2, 0.6 / max(len(self.corpora), 1))
+            colours = {corpus: _SIGNAL_COLOURS[j % len(_SIGNAL_COLOURS)] for j, corpus in enumerate(self.corpora)}
+            markers = {corpus: _CORPUS_MARKERS[j % len(_CORPUS_MARKERS)] for j, corpus in enumerate(self.corpora)}
+            self.errorbars_, self.markers_, self.baseline_bands_ = {}, {}, {}
+            for ax, metric in zip(axes, self.metrics):
+                self.baseline_bands_[metric] = ax.axvspan(
+                    base - 0.45, base + 0.45, color="#000000", alpha=0.07, linewidth=0, zorder=0
+                )
+                for j, corpus in enumerate(self.corpora):
+                    x = positions + (j - (len(self.corpora) - 1) / 2) * step
+                    value, low, high = self.values[metric][:, j], self.lows[metric][:, j], self.highs[metric][:, j]
+                    finite = ~np.isnan(value)
+                    self.errorbars_[(metric, corpus)] = ax.errorbar(
+                        x[finite],
+                        value[finite],
+                        yerr=np.vstack([value[finite] - low[finite], high[finite] - value[finite]]),
+                        fmt="none",
+                        ecolor=colours[corpus],
+                        elinewidth=1.3,
+                        capsize=2,
+                    )
+                    filled = self.differs[metric][finite, j] | (np.arange(len(self.variants))[finite] == base)
+                    self.markers_[(metric, corpus)] = ax.scatter(
+                        x[finite],
+                        value[finite],
+                        marker=markers[corpus],
+                        s=26,
+                        facecolors=[colours[corpus] if fill else "#FFFFFF" for fill in filled],
+                        edgecolors=colours[corpus],
+                        linewidths=1.2,
+                        zorder=3,
+                    )
+                ax.set_title(metric, loc="left")
+                ax.set_xlim(-0.6, len(self.variants) - 0.4)
+                ax.grid(False, axis="x")
+                ax.set_xticks(positions, self.variants, rotation=30, ha="right")
+                ax.xaxis.get_major_ticks()[base].label1.set_fontweight("bold")
+            for ax in axes[len(self.metrics) :]:
+                ax.set_visible(False)
+            corpus_handles = [
+                Line2D([], [], marker=markers[corpus], color=colours[corpus], linestyle="none", label=corpus)
+                for corpus in self.corpora
+            ]
+            key = {"marker": "o", "color": "#555555", "markeredgecolor": "#555555", "linestyle": "none"}
+            key_handles = [
+                Line2D([], [], markerfacecolor="#555555", label=f"differs from {self.baseline}", **key),
+                Line2D([], [], markerfacecolor="#FFFFFF", label="no clear difference", **key),
+                Patch(color="#000000", alpha=0.07, label=f"baseline: {self.baseline}"),
+            ]
+            figure = axes[0].figure
+            self.legend_ = figure.legend(
+                handles=corpus_handles,
+                loc="outside upper left",
+                ncols=len(corpus_handles),
+                title="value with 95% bootstrap interval",
+                alignment="left",
+            )
+            self.key_legend_ = figure.legend(
+                handles=key_handles,
+                loc="outside upper right",
+                ncols=1,
+                title="paired difference (95% interval excludes 0?)",
+                alignment="left",
+            )
+            self.axes_, self.figure_ = axes, figure
         return self

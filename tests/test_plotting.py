@@ -12,6 +12,8 @@ from ragcal.calibration import heldout_outcomes  # noqa: E402
 from ragcal.interactive import ThresholdExplorer  # noqa: E402
 from ragcal.metrics import sweep  # noqa: E402
 from ragcal.plotting import (  # noqa: E402
+    AucComparisonDisplay,
+    ChunkingSweepDisplay,
     HeldoutDisplay,
     RocDisplay,
     ScoreDistributionDisplay,
@@ -126,3 +128,203 @@ def test_threshold_explorer(table):
     slider = widget.children[0]
     assert slider.min <= slider.value <= slider.max
     slider.value = 0.55  # triggers a redraw without error
+
+
+# --------------------------------------------------------------------------- several corpora
+
+
+def auc_table(shift=0.0, n_answerable=30, n_unanswerable=(30, 15, 15)):
+    """A small ``auc.csv``-shaped frame: three signals, the last one constant (NaN) everywhere."""
+    rows = []
+    for signal, centre in (("dense_top1", 0.95), ("bm25_top1_raw", 0.85), ("bm25_empty_raw", np.nan)):
+        for comparison, n_negative, offset in zip(
+            ("all unanswerable", "near-domain", "unrelated"), n_unanswerable, (0, -0.05, 0.03)
+        ):
+            auc = centre + offset + shift
+            rows.append(
+                {
+                    "signal": signal,
+                    "comparison": comparison,
+                    "auc": auc,
+                    "ci_low": auc - 0.04,
+                    "ci_high": auc + 0.02,
+                    "n_answerable": n_answerable,
+                    "n_unanswerable": n_negative,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def auc_tables():
+    return {"fastapi": auc_table(), "rust-book": auc_table(shift=-0.1, n_answerable=20, n_unanswerable=(24, 12, 12))}
+
+
+def test_auc_comparison_display_collects_one_comparison(auc_tables):
+    display = AucComparisonDisplay.from_auc_tables(auc_tables, comparison="near-domain")
+    assert display.corpora == ["fastapi", "rust-book"]
+    assert display.signals == ["dense_top1", "bm25_top1_raw"] and display.dropped == ["bm25_empty_raw"]
+    np.testing.assert_allclose(display.auc, [[0.95 - 0.05, 0.95 - 0.05 - 0.1], [0.85 - 0.05, 0.85 - 0.05 - 0.1]])
+    np.testing.assert_allclose(display.ci_low, display.auc - 0.04)
+    np.testing.assert_allclose(display.ci_high, display.auc + 0.02)
+    assert display.counts == {"fastapi": (30, 15), "rust-book": (20, 12)}
+    chosen = AucComparisonDisplay.from_auc_tables(auc_tables, signals=["bm25_top1_raw", "dense_top1"])
+    assert chosen.signals == ["bm25_top1_raw", "dense_top1"]
+    assert chosen.auc[1, 0] == pytest.approx(0.95)
+
+
+def test_auc_comparison_display_keeps_a_signal_constant_on_one_corpus(auc_tables):
+    auc_tables["rust-book"].loc[auc_tables["rust-book"]["signal"] == "dense_top1", ["auc", "ci_low", "ci_high"]] = (
+        np.nan
+    )
+    display = AucComparisonDisplay.from_auc_tables(auc_tables)
+    assert display.signals == ["dense_top1", "bm25_top1_raw"]
+    assert np.isnan(display.auc[0, 1]) and display.auc[0, 0] == pytest.approx(0.95)
+    display.plot()
+    # The fastapi series has both points; the rust-book series only one, and a note where the other would be.
+    assert len(display.errorbars_["fastapi"][0].get_xdata()) == 2
+    assert len(display.errorbars_["rust-book"][0].get_xdata()) == 1
+    assert len(display.missing_["rust-book"]) == 1 and "constant" in display.missing_["rust-book"][0].get_text()
+
+
+def test_auc_comparison_display_draws_on_the_given_axes_without_computing(auc_tables):
+    display = AucComparisonDisplay.from_auc_tables(auc_tables)
+    stored = [array.copy() for array in (display.auc, display.ci_low, display.ci_high)]
+    _, ax = plt.subplots()
+    assert display.plot(ax=ax) is display
+    assert display.ax_ is ax and display.figure_ is ax.figure
+    for array, before in zip((display.auc, display.ci_low, display.ci_high), stored):
+        np.testing.assert_array_equal(array, before)
+    assert set(display.errorbars_) == {"fastapi", "rust-book"}
+    fastapi, rust = display.errorbars_["fastapi"], display.errorbars_["rust-book"]
+    np.testing.assert_allclose(fastapi[0].get_xdata(), display.auc[:, 0])
+    # One row per signal; the corpora sit at different heights within a row, with different markers and colours.
+    assert len(set(fastapi[0].get_ydata()) | set(rust[0].get_ydata())) == 4
+    assert fastapi[0].get_marker() != rust[0].get_marker() and fastapi[0].get_color() != rust[0].get_color()
+    # One horizontal interval per point, from ci_low to ci_high.
+    segments = fastapi[2][0].get_segments()
+    assert len(segments) == 2
+    np.testing.assert_allclose(
+        [segment[:, 0] for segment in segments], np.c_[display.ci_low[:, 0], display.ci_high[:, 0]]
+    )
+    assert display.chance_line_.get_xdata()[0] == 0.5 and display.chance_line_.get_linestyle() == "--"
+    assert [text.get_text().split(" ")[0] for text in ax.get_legend().get_texts()] == ["fastapi", "rust-book"]
+    assert "all unanswerable" in ax.get_title(loc="left")
+    assert ax.get_xlim()[0] <= 0.5 and ax.get_xlim()[1] >= 1.0
+
+
+def test_auc_comparison_display_checks_its_input(auc_tables):
+    with pytest.raises(ValueError, match=r"'rust-book' is missing column\(s\) \['ci_high'\]"):
+        AucComparisonDisplay.from_auc_tables(
+            {**auc_tables, "rust-book": auc_tables["rust-book"].drop(columns="ci_high")}
+        )
+    with pytest.raises(ValueError, match="no 'paraphrase' rows"):
+        AucComparisonDisplay.from_auc_tables(auc_tables, comparison="paraphrase")
+    with pytest.raises(ValueError, match="'signals' parameter"):
+        AucComparisonDisplay.from_auc_tables(auc_tables, signals=["dense_top9"])
+    with pytest.raises(TypeError, match="'tables' parameter"):
+        AucComparisonDisplay.from_auc_tables([auc_tables["fastapi"]])
+
+
+CHUNKING_METRICS = ("recall@5", "mrr@10", "dense_top1_auc", "bm25_top1_raw_auc")
+CHUNKING_VARIANTS = ("headings-128", "headings-256", "headings-512", "fixed-500")
+
+
+def chunking_table(shift=0.0):
+    """A small ``chunking.csv``-shaped frame: value = base + shift - 0.02 * variant position, interval +-0.05."""
+    rows = []
+    for position, variant in enumerate(CHUNKING_VARIANTS):
+        row = {"variant": variant, "chunks": 1000 // (position + 1)}
+        for number, metric in enumerate(CHUNKING_METRICS):
+            value = 0.9 - 0.05 * number + shift - 0.02 * position
+            baseline = 0.9 - 0.05 * number + shift - 0.02 * 1
+            difference = value - baseline
+            row.update(
+                {
+                    metric: value,
+                    f"{metric}_low": value - 0.05,
+                    f"{metric}_high": value + 0.05,
+                    f"{metric}_diff": difference,
+                    # Only fixed-500 differs clearly from headings-256.
+                    f"{metric}_diff_low": difference - (0.01 if variant == "fixed-500" else 0.03),
+                    f"{metric}_diff_high": difference + (0.01 if variant == "fixed-500" else 0.03),
+                }
+            )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def chunking_tables():
+    return {"fastapi": chunking_table(), "rust-book": chunking_table(shift=-0.1)}
+
+
+def test_chunking_sweep_display_collects_the_tables(chunking_tables):
+    display = ChunkingSweepDisplay.from_chunking_tables(chunking_tables)
+    assert display.corpora == ["fastapi", "rust-book"] and display.variants == list(CHUNKING_VARIANTS)
+    assert display.metrics == list(CHUNKING_METRICS) and display.baseline == "headings-256"
+    positions = np.arange(len(CHUNKING_VARIANTS))
+    expected = np.c_[0.9 - 0.05 - 0.02 * positions, 0.9 - 0.05 - 0.1 - 0.02 * positions]
+    np.testing.assert_allclose(display.values["mrr@10"], expected)
+    np.testing.assert_allclose(display.lows["mrr@10"], expected - 0.05)
+    np.testing.assert_allclose(display.highs["mrr@10"], expected + 0.05)
+    np.testing.assert_array_equal(display.differs["recall@5"][:, 0], [False, False, False, True])
+    np.testing.assert_array_equal(display.chunks[:, 1], [1000 // (position + 1) for position in positions])
+    # A variant missing from one corpus stays, NaN for that corpus; the order follows the first table.
+    chunking_tables["rust-book"] = chunking_tables["rust-book"][chunking_tables["rust-book"]["variant"] != "fixed-500"]
+    partial = ChunkingSweepDisplay.from_chunking_tables(chunking_tables, metrics=["recall@5"])
+    assert partial.variants == list(CHUNKING_VARIANTS) and np.isnan(partial.values["recall@5"][3, 1])
+    partial.plot()
+    assert len(partial.markers_[("recall@5", "rust-book")].get_offsets()) == 3
+
+
+def test_chunking_sweep_display_draws_on_the_given_axes_without_computing(chunking_tables):
+    display = ChunkingSweepDisplay.from_chunking_tables(chunking_tables)
+    stored = {metric: display.values[metric].copy() for metric in display.metrics}
+    figure, axes = plt.subplots(1, 4)
+    assert display.plot(axes=axes) is display
+    assert list(display.axes_) == list(axes) and display.figure_ is figure
+    for metric in display.metrics:
+        np.testing.assert_array_equal(display.values[metric], stored[metric])
+    # One marker set and one set of intervals per (metric, corpus), one point per variant.
+    assert len(display.markers_) == len(display.errorbars_) == 4 * 2
+    markers = display.markers_[("dense_top1_auc", "rust-book")]
+    offsets = markers.get_offsets()
+    np.testing.assert_allclose(offsets[:, 1], display.values["dense_top1_auc"][:, 1])
+    fastapi_x = display.markers_[("dense_top1_auc", "fastapi")].get_offsets()[:, 0]
+    assert np.all(offsets[:, 0] > fastapi_x) and np.all(offsets[:, 0] - fastapi_x < 0.5)
+    segments = display.errorbars_[("dense_top1_auc", "rust-book")][2][0].get_segments()
+    np.testing.assert_allclose(
+        [segment[:, 1] for segment in segments],
+        np.c_[display.lows["dense_top1_auc"][:, 1], display.highs["dense_top1_auc"][:, 1]],
+    )
+    # Filled where the paired difference is clear, and for the baseline; hollow (white) otherwise.
+    faces = markers.get_facecolors()
+    assert [tuple(face[:3]) == (1.0, 1.0, 1.0) for face in faces] == [True, False, True, False]
+    ax = axes[2]
+    assert ax.get_title(loc="left") == "dense_top1_auc"
+    assert [label.get_text() for label in ax.get_xticklabels()] == list(CHUNKING_VARIANTS)
+    assert ax.xaxis.get_major_ticks()[1].label1.get_fontweight() == "bold"
+    band = display.baseline_bands_["dense_top1_auc"].get_extents()
+    assert band.width > 0
+    assert [text.get_text() for text in display.legend_.get_texts()] == ["fastapi", "rust-book"]
+
+
+def test_chunking_sweep_display_lays_out_a_grid_and_hides_spare_axes(chunking_tables):
+    display = ChunkingSweepDisplay.from_chunking_tables(
+        chunking_tables, metrics=("recall@5", "mrr@10", "dense_top1_auc")
+    )
+    display.plot()
+    assert display.axes_.size == 4 and not display.axes_[3].get_visible()
+    with pytest.raises(ValueError, match="'axes' parameter"):
+        display.plot(axes=plt.subplots(1, 2)[1])
+
+
+def test_chunking_sweep_display_checks_its_input(chunking_tables):
+    broken = {**chunking_tables, "rust-book": chunking_tables["rust-book"].drop(columns="mrr@10_diff_high")}
+    with pytest.raises(ValueError, match=r"'rust-book' is missing column\(s\) \['mrr@10_diff_high'\]"):
+        ChunkingSweepDisplay.from_chunking_tables(broken)
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['ndcg@10'"):
+        ChunkingSweepDisplay.from_chunking_tables(chunking_tables, metrics=["ndcg@10"])
+    with pytest.raises(ValueError, match="'baseline' parameter"):
+        ChunkingSweepDisplay.from_chunking_tables(chunking_tables, baseline="headings-1024")
