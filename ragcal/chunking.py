@@ -21,6 +21,8 @@ bound on the number of WordPiece tokens the embedding model sees.
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -192,9 +194,7 @@ def _quote_blocks(lines: list[str], start: int) -> tuple[list[_Block], int] | No
             continue
         if heading := _HEADING.match(inner[index]):
             flush()
-            blocks.append(
-                _Block("heading", strip_heading_anchor(heading.group(2)), len(heading.group(1)), quoted=True)
-            )
+            blocks.append(_Block("heading", strip_heading_anchor(heading.group(2)), len(heading.group(1)), quoted=True))
         elif not inner[index].strip():
             flush()
         else:
@@ -290,7 +290,7 @@ def _pack(blocks: list[str], max_tokens: int) -> list[tuple[str, bool]]:
     return pieces
 
 
-def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
+def chunk_by_headings(documents, *, max_tokens: int | None = 256) -> list[Chunk]:
     """Chunk documents along their headings.
 
     Parameters
@@ -298,10 +298,10 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
     documents : list of Document
         As returned by :func:`ragcal.corpus.load_corpus`. Folder titles for
         the heading path come from the ``index.md`` pages in this list.
-    max_tokens : int, default=256
+    max_tokens : int or None, default=256
         Longest chunk body, in :func:`count_tokens` tokens. Longer sections
         are split between blocks. MiniLM-L6-v2 reads at most 256 WordPiece
-        tokens.
+        tokens. None keeps every section whole.
 
     Returns
     -------
@@ -310,9 +310,10 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
         followed by a sub-heading) produce no chunk; their titles live on in
         the heading paths below them.
     """
-    if not isinstance(max_tokens, int) or max_tokens < 1:
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise ValueError(
-            f"The 'max_tokens' parameter of chunk_by_headings must be a positive int. Got {max_tokens!r} instead."
+            "The 'max_tokens' parameter of chunk_by_headings must be a positive int or None (whole sections). "
+            f"Got {max_tokens!r} instead."
         )
     documents = list(documents)
     titles = _section_titles(documents)
@@ -336,7 +337,7 @@ def chunk_by_headings(documents, *, max_tokens: int = 256) -> list[Chunk]:
                 sections[-1][1].append(block.text)
         position = 0
         for heading_path, blocks in sections:
-            for body, oversized in _pack(blocks, max_tokens):
+            for body, oversized in _pack(blocks, math.inf if max_tokens is None else max_tokens):
                 chunk = Chunk(
                     chunk_id=f"{document.path}#{position}",
                     doc_path=document.path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
@@ -13,6 +14,9 @@ __all__ = [
     "RUST_BOOK_EXCLUDE",
     "RUST_BOOK_QUERIES",
     "STARTER_QUERIES",
+    "BundledCorpus",
+    "BUNDLED",
+    "bundled",
     "default_exclude",
 ]
 
@@ -32,6 +36,48 @@ RUST_BOOK_EXCLUDE = ("SUMMARY.md",)
 RUST_BOOK_QUERIES = DATA_DIR / "queries" / "rust-book.csv"
 #: A small hand-labeled query file to smoke-test the pipeline.
 STARTER_QUERIES = DATA_DIR / "queries" / "starter.csv"
+
+
+@dataclass(frozen=True)
+class BundledCorpus:
+    """A corpus that ships with ragcal, with its labeled query set.
+
+    Attributes
+    ----------
+    name : str
+        Short name, used for results folders (``results/<name>/``).
+    title : str
+        How reports name it.
+    corpus : Path
+        The Markdown folder.
+    queries : Path
+        The labeled query file.
+    published : bool
+        Whether the published experiment was run on it (FastAPI): reports then
+        set our numbers beside the published ones.
+    """
+
+    name: str
+    title: str
+    corpus: Path
+    queries: Path
+    published: bool = False
+
+
+#: The bundled corpora, FastAPI first (the published experiment).
+BUNDLED = {
+    "fastapi": BundledCorpus("fastapi", "FastAPI docs", FASTAPI_CORPUS, FASTAPI_QUERIES, published=True),
+    "rust-book": BundledCorpus("rust-book", "Rust book", RUST_BOOK_CORPUS, RUST_BOOK_QUERIES),
+}
+
+
+def bundled(name: str) -> BundledCorpus:
+    """Look a bundled corpus up by name; an unknown name lists the known ones."""
+    try:
+        return BUNDLED[name]
+    except KeyError:
+        raise ValueError(f"unknown bundled corpus {name!r}; bundled corpora are: {', '.join(BUNDLED)}") from None
+
 
 _DEFAULT_EXCLUDES = {FASTAPI_CORPUS: FASTAPI_EXCLUDE, RUST_BOOK_CORPUS: RUST_BOOK_EXCLUDE}
 

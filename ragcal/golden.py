@@ -8,8 +8,10 @@ change, fails ``tests/test_golden.py``, and whoever made the change must
 re-baseline on purpose::
 
     ragcal golden --write tests/golden/fastapi_minilm.json
+    ragcal golden --corpus rust-book --write tests/golden/rust-book_minilm.json
 
 (then review the diff of that file, re-run ``make reproduce`` and commit both).
+Each bundled corpus has its own golden file, because each has its own scale.
 """
 
 from __future__ import annotations
@@ -22,15 +24,50 @@ import numpy as np
 from ._io import atomic_write_text
 from .calibration import fit_threshold
 
-__all__ = ["GOLDEN_FILE", "GOLDEN_IDS", "golden_snapshot", "compare_golden", "write_golden"]
+__all__ = [
+    "GOLDEN_DIR",
+    "GOLDEN_FILE",
+    "GOLDEN_IDS",
+    "golden_file",
+    "golden_snapshot",
+    "compare_golden",
+    "write_golden",
+]
 
-GOLDEN_FILE = Path(__file__).resolve().parent.parent / "tests" / "golden" / "fastapi_minilm.json"
-#: Fixed questions of data/queries/fastapi.csv: answerable ones across the docs, near-domain and unrelated.
-GOLDEN_IDS = ("a01", "a04", "a05", "a27", "a53", "a73", "a87", "n01", "n02", "n37", "n44", "u01", "u03", "u21")
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
+#: Fixed questions per bundled corpus: answerable ones across the corpus, near-domain and unrelated.
+GOLDEN_IDS = {
+    "fastapi": ("a01", "a04", "a05", "a27", "a53", "a73", "a87", "n01", "n02", "n37", "n44", "u01", "u03", "u21"),
+    # u01 is a word-overlap trap ("rust" on a cast-iron pan).
+    "rust-book": (
+        "a001",
+        "a020",
+        "a047",
+        "a052",
+        "a091",
+        "a105",
+        "a128",
+        "a149",
+        "n01",
+        "n08",
+        "n20",
+        "n41",
+        "u01",
+        "u20",
+    ),
+}
+
+
+def golden_file(corpus: str = "fastapi") -> Path:
+    """``tests/golden/<corpus>_minilm.json``."""
+    return GOLDEN_DIR / f"{corpus}_minilm.json"
+
+
+GOLDEN_FILE = golden_file("fastapi")
 
 
 def golden_snapshot(
-    index, queries, *, ids=GOLDEN_IDS, rule: str = "keep@1.0", tolerance: float = 0.005, band: float = 0.02
+    index, queries, *, ids=GOLDEN_IDS["fastapi"], rule: str = "keep@1.0", tolerance: float = 0.005, band: float = 0.02
 ) -> dict:
     """Pinned values for the golden file, computed with ``index`` on the labeled ``queries``."""
     top1 = {

@@ -13,16 +13,29 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["NOTEBOOKS_DIR", "NOTEBOOKS", "execute_notebook", "execute_notebooks"]
+__all__ = [
+    "NOTEBOOKS_DIR",
+    "FIGURES_DIR",
+    "NOTEBOOKS",
+    "PER_CORPUS_NOTEBOOKS",
+    "execute_notebook",
+    "execute_notebooks",
+    "reproduce_figures",
+]
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+#: Figures of the FastAPI docs; other corpora get a subfolder named after them.
+FIGURES_DIR = NOTEBOOKS_DIR.parent / "figures"
 NOTEBOOKS = (
     "01_score_distributions",
     "02_roc_and_auc",
     "03_threshold_sweep_and_heldout",
     "04_prototype_a_signal",
     "05_gates",
+    "06_two_corpora",
 )
+#: Notebooks that compare the bundled corpora (they read ``results/<corpus>/``).
+COMPARING_NOTEBOOKS = ("06_two_corpora",)
 
 
 _QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -125,3 +138,38 @@ def execute_notebooks(*, names=NOTEBOOKS, output_dir=NOTEBOOKS_DIR, parameters=N
         log(f"executed notebooks/{name}.py -> {output}")
         written.append(output)
     return written
+
+
+#: Notebooks that are also run on every other bundled corpus, for its figures (their executed copies are not kept).
+PER_CORPUS_NOTEBOOKS = (
+    "01_score_distributions",
+    "02_roc_and_auc",
+    "03_threshold_sweep_and_heldout",
+    "05_gates",
+)
+
+
+def reproduce_figures(corpora, *, log=print) -> None:
+    """The figures of ``make reproduce``.
+
+    The first corpus (FastAPI, the published one) runs every notebook and keeps
+    the executed copies in ``notebooks/`` with figures in ``figures/``. Every
+    other corpus runs :data:`PER_CORPUS_NOTEBOOKS` with its figures in
+    ``figures/<name>/``. Notebooks that compare corpora run once, last.
+    """
+    import tempfile
+
+    corpora = list(corpora)
+    single = [name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS]
+    execute_notebooks(names=single, log=log)
+    for spec in corpora[1:]:
+        with tempfile.TemporaryDirectory() as scratch:
+            parameters = {
+                "corpus_dir": str(spec.corpus),
+                "queries_path": str(spec.queries),
+                "figures_dir": str(FIGURES_DIR / spec.name),
+            }
+            execute_notebooks(names=PER_CORPUS_NOTEBOOKS, output_dir=scratch, parameters=parameters, log=log)
+        log(f"figures of {spec.title} written to figures/{spec.name}/")
+    if len(corpora) > 1:
+        execute_notebooks(names=[name for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS], log=log)

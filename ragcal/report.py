@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import published
+from . import published as published_numbers
 
 __all__ = [
     "group_stats_section",
@@ -53,10 +53,10 @@ def differences_section(
     counts = table["slice"].value_counts()
     overall = aucs[aucs["comparison"] == "all unanswerable"].set_index("signal")["auc"]
     bm25 = [name for name in ("bm25_top1_raw", "bm25_top1_stopwords") if name in overall.index]
-    higher = [name for name in bm25 if overall[name] > published.AUC[name]]
+    higher = [name for name in bm25 if overall[name] > published_numbers.AUC[name]]
     bm25_note = (
         f"Our BM25 AUCs are {'higher' if len(higher) == len(bm25) else 'not all higher'} than the published "
-        "ones (" + ", ".join(f"{name} {overall[name]:.3f} vs {published.AUC[name]:.3f}" for name in bm25) + ")."
+        "ones (" + ", ".join(f"{name} {overall[name]:.3f} vs {published_numbers.AUC[name]:.3f}" for name in bm25) + ")."
     )
     return "\n".join(
         [
@@ -79,23 +79,21 @@ def differences_section(
     )
 
 
-def group_stats_section(stats: pd.DataFrame, signal: str = "dense_top1") -> str:
+def group_stats_section(stats: pd.DataFrame, signal: str = "dense_top1", *, published: bool = True) -> str:
     rows = []
     for row in stats[stats["signal"] == signal].itertuples():
-        median, low, high = published.GROUP_STATS.get(row.slice, (np.nan,) * 3)
-        rows.append(
-            {
-                "slice": row.slice,
-                "n": row.n,
-                "median": row.median,
-                "min": row.min,
-                "max": row.max,
-                "published n": published.QUERY_COUNTS.get(row.slice),
-                "published median": median,
-                "published min": low,
-                "published max": high,
-            }
-        )
+        record = {"slice": row.slice, "n": row.n, "median": row.median, "min": row.min, "max": row.max}
+        if published:
+            median, low, high = published_numbers.GROUP_STATS.get(row.slice, (np.nan,) * 3)
+            record.update(
+                {
+                    "published n": published_numbers.QUERY_COUNTS.get(row.slice),
+                    "published median": median,
+                    "published min": low,
+                    "published max": high,
+                }
+            )
+        rows.append(record)
     table = pd.DataFrame(rows)
     by_slice = table.set_index("slice")
     lines = [f"### `{signal}` by slice", "", table.to_markdown(index=False, floatfmt=".3f"), ""]
@@ -104,32 +102,38 @@ def group_stats_section(stats: pd.DataFrame, signal: str = "dense_top1") -> str:
         unrelated_max = by_slice.loc["unrelated", "max"]
         near_max = by_slice.loc["near-domain", "max"]
         gap = "below" if unrelated_max < answerable_min else "above"
-        comparisons = []
-        for name in ("answerable", "near-domain", "unrelated"):
-            ours, theirs = by_slice.loc[name, "median"], by_slice.loc[name, "published median"]
-            comparisons.append(f"{name} {'higher' if ours > theirs else 'lower'} ({ours:.3f} vs {theirs:.3f})")
-        lines.append(
+        sentence = (
             f"Unrelated questions top out at {unrelated_max:.3f}, {gap} the lowest answerable score "
             f"({answerable_min:.3f}); near-domain questions reach {near_max:.3f}, so they "
-            f"{'overlap' if near_max > answerable_min else 'stay below'} the answerable range. Medians against the "
-            f"published run: {', '.join(comparisons)}. The snapshot, the chunk limit and the questions all differ, "
-            "which is why thresholds must be recalibrated rather than copied."
+            f"{'overlap' if near_max > answerable_min else 'stay below'} the answerable range."
         )
+        if published:
+            comparisons = []
+            for name in ("answerable", "near-domain", "unrelated"):
+                ours, theirs = by_slice.loc[name, "median"], by_slice.loc[name, "published median"]
+                comparisons.append(f"{name} {'higher' if ours > theirs else 'lower'} ({ours:.3f} vs {theirs:.3f})")
+            sentence += (
+                f" Medians against the published run: {', '.join(comparisons)}. The snapshot, the chunk limit and "
+                "the questions all differ, which is why thresholds must be recalibrated rather than copied."
+            )
+        lines.append(sentence)
         lines.append("")
     return "\n".join(lines)
 
 
-def auc_section(aucs: pd.DataFrame) -> str:
+def auc_section(aucs: pd.DataFrame, *, published: bool = True) -> str:
     overall = aucs[aucs["comparison"] == "all unanswerable"]
     table = pd.DataFrame(
         {
             "signal": overall["signal"],
             "AUC [95% CI]": [_interval(*values) for values in overall[["auc", "ci_low", "ci_high"]].to_numpy()],
-            "published AUC": [
-                f"{published.AUC[signal]:.3f}" if signal in published.AUC else "" for signal in overall["signal"]
-            ],
         }
     )
+    if published:
+        table["published AUC"] = [
+            f"{published_numbers.AUC[signal]:.3f}" if signal in published_numbers.AUC else ""
+            for signal in overall["signal"]
+        ]
     slices = [name for name in aucs["comparison"].unique() if name != "all unanswerable"]
     for name in slices:
         part = aucs[aucs["comparison"] == name].set_index("signal")
@@ -159,14 +163,14 @@ def auc_section(aucs: pd.DataFrame) -> str:
     if "dense_gap" in set(overall["signal"]):
         gap = overall.set_index("signal").loc["dense_gap"]
         lines.append(
-            f" The top-1/top-2 gap is weak here too ({_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}; "
-            f"published {published.AUC['dense_gap']})."
+            f" The top-1/top-2 gap is weak here too ({_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}"
+            + (f"; published {published_numbers.AUC['dense_gap']})." if published else ").")
         )
     lines.append("")
     return "\n".join(lines)
 
 
-def empty_section(stats: pd.DataFrame) -> str:
+def empty_section(stats: pd.DataFrame, *, published: bool = True) -> str:
     """How often BM25 returns nothing, per slice (the published 'check for empty results' claim)."""
     rows = []
     for signal in ("bm25_empty_raw", "bm25_empty_stopwords"):
@@ -184,8 +188,13 @@ def empty_section(stats: pd.DataFrame) -> str:
             "",
             pd.DataFrame(rows).to_markdown(index=False),
             "",
-            "Published: raw BM25 never came back empty; with stop words removed, 5 of 30 unanswerable "
-            "queries and no answerable ones did. " + _empty_verdict(stats),
+            (
+                "Published: raw BM25 never came back empty; with stop words removed, 5 of 30 unanswerable "
+                "queries and no answerable ones did. "
+                if published
+                else ""
+            )
+            + _empty_verdict(stats),
             "",
         ]
     )
@@ -206,11 +215,11 @@ def _empty_verdict(stats: pd.DataFrame) -> str:
     )
 
 
-def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1") -> str:
+def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1", *, published: bool = True) -> str:
     """The published sweep layout (thresholds 0.30 to 0.55), ours beside theirs."""
     rows = []
     for row in outcomes.itertuples():
-        theirs = published.SWEEP.get(round(row.threshold, 2), (np.nan,) * 4)
+        theirs = published_numbers.SWEEP.get(round(row.threshold, 2), (np.nan,) * 4)
         rows.append(
             {
                 "threshold": f"{row.threshold:.2f}",
@@ -220,7 +229,11 @@ def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1") -> str:
                 + f" [{row.near_domain_refused_low:.0%}, {row.near_domain_refused_high:.0%}]",
                 "unrelated refused": _share(row.unrelated_refused_k, row.unrelated_n),
                 "all unanswerable refused": _share(row.unanswerable_refused_k, row.unanswerable_n),
-                "published (kept / near / unrel. / all)": " / ".join(f"{value:.0%}" for value in theirs),
+                **(
+                    {"published (kept / near / unrel. / all)": " / ".join(f"{value:.0%}" for value in theirs)}
+                    if published
+                    else {}
+                ),
             }
         )
     return "\n".join(
@@ -237,14 +250,20 @@ def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1") -> str:
 
 
 def heldout_section(
-    single: pd.Series, repeated: pd.DataFrame, *, signal: str = "dense_top1", delta: float = 0.1, total_answerable: int
+    single: pd.Series,
+    repeated: pd.DataFrame,
+    *,
+    signal: str = "dense_top1",
+    delta: float = 0.1,
+    total_answerable: int,
+    published: bool = True,
 ) -> str:
     slices = [
         column[: -len("_refused")]
         for column in repeated.columns
         if column.endswith("_refused") and column != "unanswerable_refused"
     ]
-    theirs = published.HELDOUT
+    theirs = published_numbers.HELDOUT
     lines = [
         "## Held-out thresholds",
         "",
@@ -272,7 +291,7 @@ def heldout_section(
                     "unanswerable refused": _share(*theirs["unanswerable_refused"]),
                     **{f"{name.replace('_', '-')} refused": "" for name in slices},
                 },
-            ]
+            ][: 2 if published else 1]
         ).to_markdown(index=False),
         "",
         f"### {repeated['split'].nunique():,} repeated stratified splits",
@@ -308,7 +327,7 @@ def heldout_section(
         verdict = "holds" if near < unrelated and unrelated > 0.9 else "does not hold"
         lines.append(
             f"The published conclusion, that a top-1 cosine threshold refuses most unanswerable questions and that "
-            f"near-domain ones are the hard part, {verdict} on our set: with `keep@1.0` the held-out refusal "
+            f"near-domain ones are the hard part, {verdict} on this set: with `keep@1.0` the held-out refusal "
             f"averages {unrelated:.0%} for unrelated and {near:.0%} for near-domain questions."
         )
         lines.append("")
@@ -325,7 +344,9 @@ def _spread(values: pd.Series, digits: int, percent: bool = False) -> str:
     return f"{finite.mean():.{digits}f} ({low:.{digits}f} to {high:.{digits}f})"
 
 
-def rule_of_thumb_section(thresholds: pd.DataFrame, *, signal: str = "dense_top1") -> str:
+def rule_of_thumb_section(
+    thresholds: pd.DataFrame, *, signal: str = "dense_top1", golden_file: str = "tests/golden/fastapi_minilm.json"
+) -> str:
     """Thresholds fitted on the whole labeled set (for use, not for reporting held-out performance)."""
     lookup = thresholds.set_index("rule")["threshold"]
     lines = [
@@ -341,7 +362,7 @@ def rule_of_thumb_section(thresholds: pd.DataFrame, *, signal: str = "dense_top1
             f"Gate on `{signal}`: refuse below **{lookup['keep@1.0']:.2f}** to keep every known-answerable question, "
             f"or below **{lookup['keep@0.95']:.2f}** to trade 5% of them for more refusals of near-domain questions. "
             "Recalibrate whenever the model, the chunking or the corpus changes; the golden-set test "
-            "(`tests/test_golden.py`) fails when they move the scale."
+            f"(`tests/test_golden.py`, pinned in `{golden_file}`) fails when they move the scale."
         )
         lines.append("")
     return "\n".join(lines)

@@ -1,17 +1,23 @@
-"""The main job: rebuild ``results/`` for the bundled FastAPI docs and query set.
+"""The main job: rebuild ``results/`` for every bundled corpus, then compare them.
 
-Steps, each writing its own files:
+For each corpus of :data:`ragcal.datasets.BUNDLED` (``results/<name>/``),
+steps that each write their own files:
 
 1. score table and TREC runs for the labeled set (default index);
 2. retrieval metrics per retriever, computed from the run files;
-3. chunking comparison: heading-aware with and without include expansion,
-   and fixed 500-token windows;
+3. the chunking sweep (:mod:`ragcal.chunk_sweep`): heading-aware chunks of
+   128, 256 and 512 tokens and whole sections, fixed 500-token windows, and no
+   include expansion, with paired differences against the default;
 4. calibration: score statistics per slice, AUC per signal, sweeps, threshold
    rules and held-out outcomes over repeated splits;
 5. gates (threshold per rule, floor + gap, the default fallback chain), held
    out per slice, with the passages they pass on and the gates fitted on the
    whole set saved under ``gates/``;
-6. ``summary.md`` with the numbers, their intervals and the published ones.
+6. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
+   published ones beside them).
+
+Then ``results/cross_corpus.md`` (:mod:`ragcal.cross_corpus`): what transfers
+from one corpus to the other.
 """
 
 from __future__ import annotations
@@ -21,21 +27,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import roc_auc_score
 
 from ._io import atomic_write_text
 from .calibration import fit_threshold, heldout_outcomes, published_split
-from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
+from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, sweep_chunking
+from .datasets import BUNDLED, BundledCorpus
 from .embedding import Embedder
 from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
 from .metrics import (
-    auc_bootstrap,
     auc_table,
-    auc_with_ci,
-    bootstrap_mean_ci,
     group_stats,
     outcome_table,
-    per_query_retrieval_metrics,
     read_trec_run,
     retrieval_metrics,
     sweep,
@@ -55,14 +57,7 @@ from .report import (
 from .scoring import build_index, score_table, write_score_table, write_trec_runs
 from .signals import SIGNALS
 
-__all__ = ["CHUNKING_VARIANTS", "evaluate_runs", "compare_chunking", "reproduce"]
-
-#: name -> build_index options, for the chunking comparison.
-CHUNKING_VARIANTS = {
-    "headings+includes": {"chunker": "headings", "expand_includes": True},
-    "headings": {"chunker": "headings", "expand_includes": False},
-    "fixed-500": {"chunker": "fixed", "window": 500, "expand_includes": True},
-}
+__all__ = ["evaluate_runs", "reproduce", "reproduce_corpus", "chunking_paragraph", "hardest_queries"]
 
 
 def _project_relative(path) -> str:
@@ -74,11 +69,6 @@ def _project_relative(path) -> str:
     return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
 
 
-def gold_pages(queries: pd.DataFrame) -> dict:
-    """``{query id: gold pages}`` for answerable queries."""
-    return {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}
-
-
 def evaluate_runs(runs_dir, queries: pd.DataFrame, **options) -> pd.DataFrame:
     """Retrieval metrics with intervals for every ``*.run`` file in ``runs_dir``."""
     paths = sorted(Path(runs_dir).glob("*.run"))
@@ -86,90 +76,6 @@ def evaluate_runs(runs_dir, queries: pd.DataFrame, **options) -> pd.DataFrame:
         raise ValueError(f"{runs_dir}: no *.run files")
     runs = {path.stem: read_trec_run(path) for path in paths}
     return retrieval_metrics(runs, gold_pages(queries), **options)
-
-
-def _dense_run(queries: pd.DataFrame, results) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            (query_id, chunk_id, rank)
-            for query_id, result in zip(queries["id"], results)
-            for rank, chunk_id in enumerate(result.chunk_ids, start=1)
-        ],
-        columns=["qid", "docid", "rank"],
-    )
-
-
-def compare_chunking(
-    queries: pd.DataFrame,
-    *,
-    corpus_dir=FASTAPI_CORPUS,
-    embedder=None,
-    variants=None,
-    baseline: str = "fixed-500",
-    random_state=0,
-) -> pd.DataFrame:
-    """Dense retrieval quality and ``dense_top1`` AUC for each chunking variant.
-
-    Every metric comes with a 95% bootstrap interval (2,000 resamples,
-    seeded), and with the *paired* difference against ``baseline``: the same
-    resampled queries are scored under both variants, which is far tighter
-    than comparing two marginal intervals.
-
-    Returns
-    -------
-    DataFrame
-        One row per variant: ``chunks``; for each of ``recall@5``, ``mrr@10``
-        and ``dense_top1_auc`` the value, ``_low``, ``_high``, and
-        ``_diff``, ``_diff_low``, ``_diff_high`` (variant minus baseline).
-    """
-    embedder = embedder or Embedder()
-    variants = variants or CHUNKING_VARIANTS
-    answerable = queries["answerable"].to_numpy()
-    per_query, top1, chunk_counts = {}, {}, {}
-    for name, options in variants.items():
-        index = build_index(corpus_dir, embedder=embedder, **options)
-        dense = index.dense.search(list(queries["query"]), k=100)
-        per_query[name] = per_query_retrieval_metrics(
-            _dense_run(queries, dense), gold_pages(queries), metrics=("recall@5", "mrr@10")
-        )
-        top1[name] = np.array([result.score_at(1) for result in dense])
-        chunk_counts[name] = len(index.chunks)
-    base_auc = auc_bootstrap(answerable, top1[baseline], random_state=random_state)
-    rows = []
-    for name in variants:
-        row = {"variant": name, "chunks": chunk_counts[name]}
-        for metric in ("recall@5", "mrr@10"):
-            values = per_query[name][metric]
-            value, low, high = bootstrap_mean_ci(values, random_state=random_state)
-            diff, diff_low, diff_high = bootstrap_mean_ci(
-                values - per_query[baseline][metric], random_state=random_state
-            )
-            row.update(
-                {
-                    metric: value,
-                    f"{metric}_low": low,
-                    f"{metric}_high": high,
-                    f"{metric}_diff": diff,
-                    f"{metric}_diff_low": diff_low,
-                    f"{metric}_diff_high": diff_high,
-                }
-            )
-        auc, low, high = auc_with_ci(answerable, top1[name], random_state=random_state)
-        # Same seed, same labels: auc_bootstrap draws the same resamples for both variants.
-        differences = auc_bootstrap(answerable, top1[name], random_state=random_state) - base_auc
-        diff_low, diff_high = np.quantile(differences, [0.025, 0.975])
-        row.update(
-            {
-                "dense_top1_auc": auc,
-                "dense_top1_auc_low": low,
-                "dense_top1_auc_high": high,
-                "dense_top1_auc_diff": auc - roc_auc_score(answerable, top1[baseline]),
-                "dense_top1_auc_diff_low": diff_low,
-                "dense_top1_auc_diff_high": diff_high,
-            }
-        )
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _interval(row, metric) -> str:
@@ -180,36 +86,35 @@ def _difference(row, metric) -> str:
     return f"{row[f'{metric}_diff']:+.3f} [{row[f'{metric}_diff_low']:+.3f}, {row[f'{metric}_diff_high']:+.3f}]"
 
 
-def chunking_paragraph(
-    chunking: pd.DataFrame, *, variant: str = "headings+includes", baseline: str = "fixed-500"
-) -> str:
+def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT, fixed: str = "fixed-500") -> str:
     """A data-driven paragraph on seed 000's claim that fixed-size chunks fail quietly."""
     rows = chunking.set_index("variant")
-    row = rows.loc[variant]
+    if default not in rows.index or fixed not in rows.index:
+        return ""
+    row = rows.loc[fixed]
     parts, wins, losses = [], 0, 0
     for metric, label in (("recall@5", "Recall@5"), ("mrr@10", "MRR@10"), ("dense_top1_auc", "dense_top1 AUC")):
-        wins += row[f"{metric}_diff_low"] > 0
-        losses += row[f"{metric}_diff_high"] < 0
+        # The differences are fixed windows minus the default: heading-aware wins when the interval is below zero.
+        wins += row[f"{metric}_diff_high"] < 0
+        losses += row[f"{metric}_diff_low"] > 0
         parts.append(
-            f"{label} {_interval(row, metric)} vs {_interval(rows.loc[baseline], metric)}, "
-            f"paired difference {_difference(row, metric)}"
+            f"{label} {_interval(rows.loc[default], metric)} vs {_interval(row, metric)}, "
+            f"paired difference (fixed minus heading-aware) {_difference(row, metric)}"
         )
     if wins and not losses:
         claim = (
-            f"The published claim holds here: heading-aware chunking beats fixed 500-token windows, with the "
-            f"paired 95% interval above zero on {wins} of 3 measures."
+            f"Seed 000's claim holds here: heading-aware chunking ({default}) beats fixed 500-token windows, with "
+            f"the paired 95% interval clear of zero on {wins} of 3 measures."
         )
     elif losses and not wins:
-        claim = "The published claim does not hold here: fixed-size windows do better on this set."
-    else:
+        claim = "Seed 000's claim does not hold here: fixed-size windows do better on this set."
+    elif not wins and not losses:
         claim = (
-            (
-                "With this many queries the data cannot tell heading-aware from fixed-size chunking apart: every "
-                "paired interval includes zero."
-            )
-            if not wins and not losses
-            else "The evidence is mixed."
+            "With this many queries the data cannot tell heading-aware from fixed-size chunking apart: every "
+            "paired interval includes zero."
         )
+    else:
+        claim = "The evidence is mixed."
     return (
         claim + " " + "; ".join(parts) + ". Caveat: MiniLM reads at most 256 word pieces, so a 500-token "
         "window is embedded from its first ~200 words only."
@@ -247,17 +152,6 @@ def hardest_queries(queries: pd.DataFrame, runs: dict, *, retriever: str = "dens
     return table.assign(_key=key).sort_values("_key", ascending=False, kind="stable").drop(columns="_key").head(n)
 
 
-def _format_chunking(chunking: pd.DataFrame) -> str:
-    rows = []
-    for _, row in chunking.iterrows():
-        record = {"variant": row["variant"], "chunks": int(row["chunks"])}
-        for metric, label in (("recall@5", "Recall@5"), ("mrr@10", "MRR@10"), ("dense_top1_auc", "dense_top1 AUC")):
-            record[label] = _interval(row, metric)
-            record[f"{label} vs fixed-500"] = _difference(row, metric)
-        rows.append(record)
-    return pd.DataFrame(rows).to_markdown(index=False)
-
-
 def _format_retrieval(table: pd.DataFrame) -> str:
     wide = table.assign(
         cell=[
@@ -270,18 +164,49 @@ def _format_retrieval(table: pd.DataFrame) -> str:
     ].to_markdown()
 
 
-def reproduce(
-    results_dir="results", *, queries_path=FASTAPI_QUERIES, corpus_dir=FASTAPI_CORPUS, embedder=None, log=print
-) -> dict:
-    """Run the whole experiment and write ``results_dir``; returns the tables."""
+def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: int = 1000, log=print) -> dict:
+    """Run the whole experiment for every bundled corpus, then compare them.
+
+    Parameters
+    ----------
+    results_dir : str or Path, default="results"
+        ``<results_dir>/<corpus name>/`` per corpus, and ``cross_corpus.md``
+        (with its CSVs) when there are two corpora or more.
+    corpora : sequence of str, default=None
+        Names from :data:`ragcal.datasets.BUNDLED`; all of them when None.
+
+    Returns
+    -------
+    dict of str to dict
+        The tables of :func:`reproduce_corpus` per corpus name.
+    """
+    from .cross_corpus import write_cross_corpus
+
     results_dir = Path(results_dir)
     embedder = embedder or Embedder()
-    index = build_index(corpus_dir, embedder=embedder)
-    queries = load_queries(queries_path, corpus_paths=index.doc_paths)
-    log(f"index: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
+    names = list(corpora) if corpora is not None else list(BUNDLED)
+    tables = {}
+    for name in names:
+        spec = BUNDLED[name] if name in BUNDLED else None
+        if spec is None:
+            raise ValueError(f"unknown bundled corpus {name!r}; bundled corpora are: {', '.join(BUNDLED)}")
+        tables[name] = reproduce_corpus(spec, results_dir / name, embedder=embedder, n_splits=n_splits, log=log)
+    if len(tables) > 1:
+        write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
+    return tables
+
+
+def reproduce_corpus(
+    spec: BundledCorpus, results_dir, *, embedder=None, n_splits: int = 1000, variants=None, log=print
+) -> dict:
+    """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
+    results_dir = Path(results_dir)
+    embedder = embedder or Embedder()
+    index = build_index(spec.corpus, embedder=embedder)
+    queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
+    log(f"{spec.name}: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
     retrieved = index.retrieve(queries["query"])
-    config = {**index.config, "queries": str(Path(queries_path).name)}
-    config["corpus"] = _project_relative(corpus_dir)
+    config = {**index.config, "queries": _project_relative(spec.queries), "corpus": _project_relative(spec.corpus)}
     table = score_table(queries, retrieved)
     write_score_table(results_dir / "scores.csv", table, config=config)
     write_trec_runs(results_dir / "runs", queries["id"], retrieved, config=config)
@@ -293,72 +218,94 @@ def reproduce(
     atomic_write_text(results_dir / "retrieval.csv", retrieval.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'retrieval.csv'}")
 
-    chunking = compare_chunking(queries, corpus_dir=corpus_dir, embedder=embedder)
+    chunking = sweep_chunking(queries, corpus_dir=spec.corpus, embedder=embedder, variants=variants, log=log)
     atomic_write_text(results_dir / "chunking.csv", chunking.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'chunking.csv'}")
 
-    calibration = calibrate(table, results_dir, log=log)
+    calibration = calibrate(table, results_dir, n_splits=n_splits, log=log)
     gate_tables = evaluate_gates(
-        table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, log=log
+        table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
 
     counts = queries["slice"].value_counts()
-    summary = "\n".join(
-        [
-            "# Results",
-            "",
-            f"Generated by `make reproduce` (`ragcal reproduce`). Model `{config['model_fingerprint']}`, "
-            f"{config['chunker']} chunking (max {config['max_tokens']} tokens, includes expanded), "
-            f"{config['n_chunks']} chunks from {len(config['documents'])} pages. Queries: "
-            + ", ".join(f"{count} {name}" for name, count in counts.items())
-            + ".",
-            "",
-            "Intervals are 95% percentile bootstrap intervals over queries (2,000 resamples, seed 0).",
-            "",
-            "## Score statistics per slice",
-            "",
-            group_stats_section(calibration["group_stats"]),
-            empty_section(calibration["group_stats"]),
-            auc_section(calibration["auc"]),
-            sweep_section(calibration["published_sweep"]),
-            heldout_section(
-                calibration["published_split"], calibration["heldout"], total_answerable=int(table["answerable"].sum())
-            ),
-            rule_of_thumb_section(calibration["thresholds"]),
-            gates_section(
-                gate_tables["gates"],
-                gate_tables["comparison"],
-                gate_tables["passages"],
-                baseline=BASELINE_GATE,
-                n_splits=int(gate_tables["heldout_gates"]["split"].nunique()),
-                n_passage_splits=N_PASSAGE_SPLITS,
-                at_95=AT_95,
-                fitted={name: json.dumps(gate.to_dict()) for name, gate in gate_tables["fitted"].items()},
-            ),
+    published = spec.published
+    sections = [
+        f"# Results: {spec.title}",
+        "",
+        f"Generated by `make reproduce` (`ragcal reproduce`). Corpus `{config['corpus']}`, queries "
+        f"`{config['queries']}`. Model `{config['model_fingerprint']}`, {config['chunker']} chunking (max "
+        f"{config['max_tokens']} tokens, includes expanded), {config['n_chunks']:,} chunks from "
+        f"{len(config['documents'])} pages. Queries: "
+        + ", ".join(f"{count} {name}" for name, count in counts.items())
+        + ".",
+        "",
+        "Intervals are 95% percentile bootstrap intervals over queries (2,000 resamples, seed 0)"
+        + (
+            ", set beside the published experiment's numbers."
+            if published
+            else ". The published experiment was run "
+            "on the FastAPI docs only, so there is nothing published to set these numbers beside; see "
+            "`results/cross_corpus.md` for the comparison with FastAPI."
+        ),
+        "",
+        "## Score statistics per slice",
+        "",
+        group_stats_section(calibration["group_stats"], published=published),
+        empty_section(calibration["group_stats"], published=published),
+        auc_section(calibration["auc"], published=published),
+        sweep_section(calibration["published_sweep"], published=published),
+        heldout_section(
+            calibration["published_split"],
+            calibration["heldout"],
+            total_answerable=int(table["answerable"].sum()),
+            published=published,
+        ),
+        rule_of_thumb_section(calibration["thresholds"], golden_file=f"tests/golden/{spec.name}_minilm.json"),
+        gates_section(
+            gate_tables["gates"],
+            gate_tables["comparison"],
+            gate_tables["passages"],
+            baseline=BASELINE_GATE,
+            n_splits=int(gate_tables["heldout_gates"]["split"].nunique()),
+            n_passage_splits=N_PASSAGE_SPLITS,
+            at_95=AT_95,
+            fitted={name: json.dumps(gate.to_dict()) for name, gate in gate_tables["fitted"].items()},
+        ),
+    ]
+    if published:
+        sections.append(
             differences_section(
                 table, calibration["auc"], n_chunks=config["n_chunks"], n_pages=len(config["documents"])
-            ),
-            "## Retrieval (page level, answerable queries only)",
-            "",
-            _format_retrieval(retrieval),
-            "",
-            "## Chunking comparison (dense retrieval)",
-            "",
-            _format_chunking(chunking),
-            "",
-            chunking_paragraph(chunking),
-            "",
-            "## The answerable queries that dense retrieval misses worst",
-            "",
-            "Rank of the first gold page among the distinct pages retrieved; nan: no gold page in the run (top 100 chunks, top 50 for rrf).",
-            "",
-            hardest.to_markdown(index=False, floatfmt=".0f"),
-            "",
-        ]
-    )
-    atomic_write_text(results_dir / "summary.md", summary)
+            )
+        )
+    sections += [
+        "## Retrieval (page level, answerable queries only)",
+        "",
+        _format_retrieval(retrieval),
+        "",
+        "## Chunking sweep",
+        "",
+        f"Every variant over the same questions; differences are paired against the default ({DEFAULT_VARIANT}: "
+        "heading-aware, at most 256 word/punctuation tokens, includes expanded). `headings-whole` keeps every "
+        "section whole. MiniLM reads at most 256 word pieces, so longer chunks are embedded from their beginning.",
+        "",
+        format_sweep(chunking),
+        "",
+        chunking_paragraph(chunking),
+        "",
+        "## The answerable queries that dense retrieval misses worst",
+        "",
+        "Rank of the first gold page among the distinct pages retrieved; nan: no gold page in the run (top 100 "
+        "chunks, top 50 for rrf).",
+        "",
+        hardest.to_markdown(index=False, floatfmt=".0f"),
+        "",
+    ]
+    atomic_write_text(results_dir / "summary.md", "\n".join(sections))
     log(f"wrote {results_dir / 'summary.md'}")
     return {
+        "spec": spec,
+        "queries": queries,
         "scores": table,
         "retrieval": retrieval,
         "chunking": chunking,

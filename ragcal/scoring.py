@@ -125,9 +125,7 @@ def chunk_corpus(
         The chunker and its options, for provenance.
     """
     if chunker not in CHUNKERS:
-        raise ValueError(
-            f"The 'chunker' parameter of chunk_corpus must be one of {CHUNKERS}. Got {chunker!r} instead."
-        )
+        raise ValueError(f"The 'chunker' parameter of chunk_corpus must be one of {CHUNKERS}. Got {chunker!r} instead.")
     exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
     documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
     if chunker == "headings":

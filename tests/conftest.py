@@ -49,3 +49,12 @@ def fastapi_index():
     from ragcal.scoring import build_index
 
     return build_index(FASTAPI_CORPUS)
+
+
+@pytest.fixture(scope="session")
+def rust_book_index():
+    """The whole bundled Rust book with the default model and the default (user or CI) embedding cache."""
+    from ragcal.datasets import RUST_BOOK_CORPUS
+    from ragcal.scoring import build_index
+
+    return build_index(RUST_BOOK_CORPUS)

@@ -16,6 +16,12 @@ CASES = {
     "03_threshold_sweep_and_heldout": ({"n_splits": 50}, ["tradeoff", "heldout"], 2),
     "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"], 2),
     "05_gates": ({"n_splits": 30}, ["gates", "floor_gap"], 2),
+    # Reads the per-corpus results that make reproduce committed.
+    "06_two_corpora": (
+        {"results_dir": str(NOTEBOOKS_DIR.parent / "results")},
+        ["auc_two_corpora", "chunking_two_corpora"],
+        2,
+    ),
 }
 
 

@@ -4,7 +4,8 @@ import pytest
 
 from ragcal.cli import main
 from ragcal.queries import load_queries
-from ragcal.reproduce import chunking_paragraph, compare_chunking, hardest_queries
+from ragcal.chunk_sweep import CHUNKING_VARIANTS, MEASURES, parse_variants, sweep_chunking
+from ragcal.reproduce import chunking_paragraph, hardest_queries
 
 from conftest import write
 from test_cli import QUERIES
@@ -15,25 +16,59 @@ def queries(tmp_path_factory):
     return load_queries(write(tmp_path_factory.mktemp("q") / "queries.csv", QUERIES))
 
 
-def test_compare_chunking_on_a_slice(fastapi_slice, embedder, queries):
-    table = compare_chunking(queries, corpus_dir=fastapi_slice, embedder=embedder)
-    assert list(table["variant"]) == ["headings+includes", "headings", "fixed-500"]
+def test_sweep_chunking_on_a_slice(fastapi_slice, embedder, queries):
+    variants = {
+        name: CHUNKING_VARIANTS[name] for name in ("headings-128", "headings-256", "headings-whole", "fixed-500")
+    }
+    table = sweep_chunking(queries, corpus_dir=fastapi_slice, embedder=embedder, variants=variants, n_resamples=300)
+    rows = table.set_index("variant")
+    assert list(rows.index) == list(variants)
     assert (
-        table.set_index("variant").loc["headings+includes", "chunks"]
-        > table.set_index("variant").loc["fixed-500", "chunks"]
+        rows.loc["headings-128", "chunks"] > rows.loc["headings-256", "chunks"] >= rows.loc["headings-whole", "chunks"]
     )
-    baseline = table.set_index("variant").loc["fixed-500"]
-    for metric in ("recall@5", "mrr@10", "dense_top1_auc"):
-        assert baseline[f"{metric}_diff"] == 0 and baseline[f"{metric}_diff_low"] == 0
-        assert (table[f"{metric}_low"] <= table[metric]).all() and (table[metric] <= table[f"{metric}_high"]).all()
+    assert rows.loc["headings-whole", "oversized"] == 0  # nothing is over an unlimited size
+    baseline = rows.loc["headings-256"]
+    for metric in MEASURES:
+        assert (
+            baseline[f"{metric}_diff"] == 0 and baseline[f"{metric}_diff_low"] == 0 == baseline[f"{metric}_diff_high"]
+        )
+        assert (table[f"{metric}_low"] <= table[metric] + 1e-12).all() and (
+            table[metric] <= table[f"{metric}_high"] + 1e-12
+        ).all()
+        assert (table[f"{metric}_diff_low"] <= table[f"{metric}_diff"] + 1e-12).all()
     assert table["recall@5"].between(0, 1).all()
-    assert "chunking" in chunking_paragraph(table)
+    with pytest.raises(ValueError, match="baseline 'nope' is not one of the variants"):
+        sweep_chunking(queries, corpus_dir=fastapi_slice, embedder=embedder, variants=variants, baseline="nope")
+
+
+def test_parse_variants():
+    variants = parse_variants("128, whole", "300,500")
+    assert list(variants) == ["headings-128", "headings-whole", "fixed-300", "fixed-500"]
+    assert variants["headings-whole"]["max_tokens"] is None and variants["fixed-300"]["window"] == 300
+    with pytest.raises(ValueError, match="positive integers or 'whole'"):
+        parse_variants("0")
+
+
+def test_sweep_chunking_cli(fastapi_slice, embedder, tmp_path, capsys):
+    queries = write(tmp_path / "queries.csv", QUERIES)
+    out = tmp_path / "sweep.csv"
+    arguments = ["sweep-chunking", str(queries), "--corpus", str(fastapi_slice), "--cache-dir", str(embedder.cache_dir)]
+    code = main([*arguments, "--max-tokens", "128,256", "--windows", "500", "--resamples", "200", "--out", str(out)])
+    assert code == 0
+    table = pd.read_csv(out)
+    assert list(table["variant"]) == ["headings-128", "headings-256", "fixed-500"]
+    printed = capsys.readouterr().out
+    assert "headings-256" in printed and ("stays" in printed or "beats" in printed)
+    assert main([*arguments, "--max-tokens", "128", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--baseline 'headings-256' is not among the variants" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_chunking_paragraph_verdicts():
     def table(diff_low, diff_high):
-        row = {"variant": "headings+includes"}
-        base = {"variant": "fixed-500"}
+        # Differences are fixed windows minus the default heading-aware chunking.
+        row = {"variant": "fixed-500"}
+        base = {"variant": "headings-256"}
         for metric in ("recall@5", "mrr@10", "dense_top1_auc"):
             row.update(
                 {
@@ -57,9 +92,10 @@ def test_chunking_paragraph_verdicts():
             )
         return pd.DataFrame([row, base])
 
-    assert chunking_paragraph(table(0.01, 0.1)).startswith("The published claim holds here")
+    assert chunking_paragraph(table(-0.1, -0.01)).startswith("Seed 000's claim holds here")
     assert chunking_paragraph(table(-0.01, 0.1)).startswith("With this many queries the data cannot tell")
-    assert chunking_paragraph(table(-0.1, -0.01)).startswith("The published claim does not hold")
+    assert chunking_paragraph(table(0.01, 0.1)).startswith("Seed 000's claim does not hold")
+    assert chunking_paragraph(table(0.01, 0.1).iloc[[1]]) == ""  # no fixed-window row: nothing to say
 
 
 def test_hardest_queries_orders_misses_first(queries):

@@ -1,0 +1,318 @@
+"""What holds across corpora: the FastAPI conclusions checked on the Rust book.
+
+Everything here compares tables that :func:`ragcal.reproduce.reproduce_corpus`
+computed for each bundled corpus, and writes ``results/cross_corpus.md`` with
+its CSVs:
+
+- ``cross_corpus_auc.csv``: every signal's AUC on each corpus, with the
+  difference between corpora (independent stratified bootstraps, so the
+  interval of the difference is the percentile interval of differences of
+  independent resamples);
+- ``threshold_transfer.csv``: a ``keep@0.95`` threshold fitted on one corpus
+  and applied to the other, per slice, with exact binomial intervals, beside
+  the target corpus's own threshold;
+- ``chunking_both.csv``: both chunking sweeps, and which default serves both.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from ._io import atomic_write_text
+from .calibration import fit_threshold
+from .chunk_sweep import DEFAULT_VARIANT, MEASURES
+from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
+from .signals import SIGNALS
+
+__all__ = ["auc_side_by_side", "threshold_transfer", "chunking_verdict", "write_cross_corpus"]
+
+_LABELS = {
+    "recall@5": "Recall@5",
+    "mrr@10": "MRR@10",
+    "dense_top1_auc": "dense_top1 AUC",
+    "bm25_top1_raw_auc": "bm25_top1_raw AUC",
+}
+
+
+def _oriented(table, signal):
+    subset = table[~table[signal].isna()]
+    sign = -1.0 if signal in SIGNALS and not SIGNALS[signal].higher_is_answerable else 1.0
+    return subset["answerable"].to_numpy(dtype=bool), sign * subset[signal].to_numpy(dtype=float)
+
+
+def auc_side_by_side(score_tables: dict, aucs: dict, *, n_resamples: int = 2000) -> pd.DataFrame:
+    """AUC per signal and comparison on each corpus, and the difference between the first two corpora.
+
+    Parameters
+    ----------
+    score_tables : dict of str to DataFrame
+        Corpus name -> score table.
+    aucs : dict of str to DataFrame
+        Corpus name -> :func:`ragcal.metrics.auc_table` output (gives AUC and interval per corpus).
+
+    Returns
+    -------
+    DataFrame
+        ``signal, comparison``, then ``<corpus>_auc``, ``_low``, ``_high`` per
+        corpus, and ``difference``, ``difference_low``, ``difference_high``
+        (first corpus minus second; NaN where a signal is constant).
+    """
+    names = list(score_tables)
+    first, second = names[0], names[1]
+    merged = None
+    for name in names:
+        part = aucs[name][["signal", "comparison", "auc", "ci_low", "ci_high"]].rename(
+            columns={"auc": f"{name}_auc", "ci_low": f"{name}_low", "ci_high": f"{name}_high"}
+        )
+        merged = part if merged is None else merged.merge(part, on=["signal", "comparison"], how="inner")
+    differences = []
+    for row in merged.itertuples():
+        resamples = []
+        for position, name in enumerate((first, second)):
+            table = score_tables[name]
+            negative = ~table["answerable"].astype(bool)
+            if row.comparison != "all unanswerable":
+                negative &= table["slice"] == row.comparison
+            labels, scores = _oriented(table[table["answerable"].astype(bool) | negative], row.signal)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DegenerateInputWarning)
+                resamples.append(auc_bootstrap(labels, scores, n_resamples=n_resamples, random_state=position))
+        spread = resamples[0] - resamples[1]
+        point = merged.loc[row.Index, f"{first}_auc"] - merged.loc[row.Index, f"{second}_auc"]
+        if np.isnan(point) or np.isnan(spread).all():
+            differences.append((np.nan, np.nan, np.nan))
+        else:
+            low, high = np.nanquantile(spread, [0.025, 0.975])
+            differences.append((point, low, high))
+    merged[["difference", "difference_low", "difference_high"]] = np.array(differences, dtype=float)
+    return merged
+
+
+def threshold_transfer(score_tables: dict, *, signal: str = "dense_top1", rule: str = "keep@0.95") -> pd.DataFrame:
+    """Fit ``rule`` on each corpus and apply the threshold to every corpus, per slice.
+
+    Returns
+    -------
+    DataFrame
+        One row per (fitted on, applied to): ``threshold``, then for
+        ``answerable_kept`` and each ``<slice>_refused`` the share with its
+        count, size and exact 95% interval. Rows where the two corpora are the
+        same are in-sample (the corpus's own threshold, for reference).
+    """
+    rows = []
+    thresholds = {
+        name: fit_threshold(rule, table[signal], table["answerable"].astype(bool))
+        for name, table in score_tables.items()
+    }
+    for fitted_on, threshold in thresholds.items():
+        for applied_to, table in score_tables.items():
+            outcome = outcome_table(table, signal, [threshold]).iloc[0].to_dict()
+            rows.append({"fitted_on": fitted_on, "applied_to": applied_to, "rule": rule, **outcome})
+    return pd.DataFrame(rows)
+
+
+def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tuple[str | None, str]:
+    """Which chunking variant serves every corpus, judged by paired intervals against the default.
+
+    A variant *beats* the default when, on every corpus, at least one measure's
+    paired interval lies above zero and none lies below. Returns the best such
+    variant (most wins) or None, and a sentence that says so.
+    """
+    variants = [name for name in chunkings[next(iter(chunkings))]["variant"] if name != default]
+    record = {}
+    for variant in variants:
+        wins, losses = {}, {}
+        for corpus, table in chunkings.items():
+            row = table.set_index("variant").loc[variant]
+            wins[corpus] = [m for m in MEASURES if row[f"{m}_diff_low"] > 0]
+            losses[corpus] = [m for m in MEASURES if row[f"{m}_diff_high"] < 0]
+        record[variant] = (wins, losses)
+    beating = {
+        variant: sum(len(found) for found in wins.values())
+        for variant, (wins, losses) in record.items()
+        if all(wins.values()) and not any(losses.values())
+    }
+    lines = []
+    for variant, (wins, losses) in record.items():
+        parts = []
+        for corpus in chunkings:
+            better = ", ".join(_LABELS[m] for m in wins[corpus]) or "nothing"
+            worse = ", ".join(_LABELS[m] for m in losses[corpus]) or "nothing"
+            parts.append(f"{corpus}: better on {better}, worse on {worse}")
+        lines.append(f"- `{variant}` against `{default}`: " + "; ".join(parts) + ".")
+    where = "on this corpus" if len(chunkings) == 1 else "on every corpus"
+    if beating:
+        best = max(beating, key=beating.get)
+        verdict = (
+            f"`{best}` beats `{default}` {where} (a paired interval above zero, none below), so it is the better "
+            "choice" + (" here." if len(chunkings) == 1 else " across them.")
+        )
+    else:
+        best = None
+        verdict = f"No variant beats `{default}` {where} without losing somewhere, so `{default}` stays." + (
+            "" if len(chunkings) == 1 else " Run `ragcal sweep-chunking QUERIES.csv --corpus DIR` on your own corpus."
+        )
+    return best, "\n".join([verdict, "", *lines])
+
+
+def _cell(value, low, high, digits=3, sign=False) -> str:
+    if np.isnan(value):
+        return "n/a"
+    form = f"{{:+.{digits}f}}" if sign else f"{{:.{digits}f}}"
+    return f"{form.format(value)} [{form.format(low)}, {form.format(high)}]"
+
+
+def _share_cell(outcome, group) -> str:
+    share, k, n = outcome[group], outcome[f"{group}_k"], outcome[f"{group.rsplit('_', 1)[0]}_n"]
+    return f"{share:.0%} ({int(k)}/{int(n)}) [{outcome[f'{group}_low']:.0%}, {outcome[f'{group}_high']:.0%}]"
+
+
+def _transfer_claims(transfer: pd.DataFrame, titles: dict) -> list[str]:
+    rows = transfer.set_index(["fitted_on", "applied_to"])
+    claims = []
+    for (fitted_on, applied_to), row in rows.iterrows():
+        if fitted_on == applied_to:
+            continue
+        own = rows.loc[(applied_to, applied_to)]
+        near = "near_domain_refused"
+        near_part = (
+            f" and refuses {row[near]:.0%} of its near-domain questions (own threshold: {own[near]:.0%})"
+            if near in row and not np.isnan(row[near])
+            else ""
+        )
+        claims.append(
+            f"- The `keep@0.95` threshold of the {titles[fitted_on]} ({row['threshold']:.3f}) applied to the "
+            f"{titles[applied_to]} keeps {row['answerable_kept']:.0%} of its answerable questions (own threshold "
+            f"{own['threshold']:.3f}: {own['answerable_kept']:.0%}){near_part}."
+        )
+    return claims
+
+
+def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
+    """Write ``cross_corpus.md`` and its CSVs from the per-corpus tables of :func:`ragcal.reproduce.reproduce_corpus`.
+
+    Parameters
+    ----------
+    results : dict of BundledCorpus to dict
+        The spec of each corpus and its tables, FastAPI (the published corpus) first.
+    """
+    from pathlib import Path
+
+    results_dir = Path(results_dir)
+    specs = list(results)
+    names = [spec.name for spec in specs]
+    titles = {spec.name: spec.title for spec in specs}
+    score_tables = {spec.name: results[spec]["scores"] for spec in specs}
+    aucs = auc_side_by_side(score_tables, {spec.name: results[spec]["auc"] for spec in specs})
+    transfer = threshold_transfer(score_tables)
+    chunkings = {spec.name: results[spec]["chunking"] for spec in specs}
+    both = pd.concat([table.assign(corpus=name) for name, table in chunkings.items()], ignore_index=True)
+    best, chunking_text = chunking_verdict(chunkings)
+    first, second = names[:2]
+
+    auc_rows = []
+    for row in aucs.to_dict("records"):
+        if row["comparison"] not in ("all unanswerable", "near-domain"):
+            continue
+        record = {"signal": row["signal"], "vs": row["comparison"]}
+        for name in names:
+            record[titles[name]] = _cell(row[f"{name}_auc"], row[f"{name}_low"], row[f"{name}_high"])
+        record[f"{titles[first]} minus {titles[second]}"] = _cell(
+            row["difference"], row["difference_low"], row["difference_high"], sign=True
+        )
+        auc_rows.append(record)
+    overall = aucs[aucs["comparison"] == "all unanswerable"].set_index("signal")
+
+    def ranking(name):
+        column = f"{name}_auc"
+        ranked = overall[column].dropna().sort_values(ascending=False)
+        return ranked.index[0], ranked.iloc[0]
+
+    claims = []
+    for name in names:
+        top_signal, top_auc = ranking(name)
+        claims.append(f"- {titles[name]}: the best single signal is `{top_signal}` (AUC {top_auc:.3f}).")
+    dense = overall.loc["dense_top1"]
+    change = (
+        "lower"
+        if dense["difference_low"] > 0
+        else ("higher" if dense["difference_high"] < 0 else "not clearly different")
+    )
+    claims.append(
+        f"- `dense_top1` AUC: {titles[first]} {dense[f'{first}_auc']:.3f}, {titles[second]} {dense[f'{second}_auc']:.3f}; "
+        f"on the {titles[second]} it is {change} (difference {_cell(dense['difference'], dense['difference_low'], dense['difference_high'], sign=True)})."
+    )
+    transfer_rows = []
+    slices = [name for name in unanswerable_slices(score_tables[first])]
+    for row in transfer.to_dict("records"):
+        record = {
+            "threshold fitted on": titles[row["fitted_on"]],
+            "applied to": titles[row["applied_to"]] + (" (in-sample)" if row["fitted_on"] == row["applied_to"] else ""),
+            "threshold": f"{row['threshold']:.3f}",
+            "answerable kept": _share_cell(row, "answerable_kept"),
+        }
+        for slice_name in slices:
+            group = f"{slice_name.replace('-', '_')}_refused"
+            if group in row:
+                record[f"{slice_name} refused"] = _share_cell(row, group)
+        transfer_rows.append(record)
+    gate_lines = []
+    for spec in specs:
+        comparison = results[spec]["comparison"]
+        near = comparison[(comparison["slice"] == "near-domain") & (comparison["outcome"] == "refuse")]
+        for row in near.itertuples():
+            if row.gate in ("floor-gap keep@0.95", "chain keep@0.95"):
+                gate_lines.append(
+                    f"- {spec.title}, `{row.gate}` minus `threshold keep@0.95`, near-domain refused: "
+                    f"{row.mean:+.1%} [{row.low:+.1%}, {row.high:+.1%}]"
+                )
+    text = "\n".join(
+        [
+            "# Across corpora: does what we learned on the FastAPI docs transfer?",
+            "",
+            "Generated by `make reproduce`. Each corpus is scored with its own labeled set (see `data/README.md`); "
+            f"per-corpus tables are in `results/{first}/` and `results/{second}/`. Intervals: 95% stratified "
+            "bootstrap (2,000 resamples) for AUCs; the difference between corpora uses independent resamples of each; "
+            "exact binomial intervals for shares.",
+            "",
+            "## Headlines",
+            "",
+            *claims,
+            *_transfer_claims(transfer, titles),
+            f"- Chunking: {chunking_text.splitlines()[0]}",
+            "",
+            "## AUC of every signal on both corpora",
+            "",
+            pd.DataFrame(auc_rows).to_markdown(index=False),
+            "",
+            "## Thresholds that do not transfer (`dense_top1`, `keep@0.95`)",
+            "",
+            "Fitted on all questions of one corpus and applied to all questions of the other; the in-sample rows are "
+            "each corpus's own threshold, for reference.",
+            "",
+            pd.DataFrame(transfer_rows).to_markdown(index=False),
+            "",
+            "## Chunking: which default serves both corpora",
+            "",
+            "Paired differences against the default on each corpus (full tables in `results/<corpus>/summary.md` and "
+            "`chunking_both.csv`).",
+            "",
+            chunking_text,
+            "",
+            "## Gates at 95% answerable kept, on both corpora",
+            "",
+            "Paired per-split differences against one `dense_top1` threshold (held out, 2.5th to 97.5th percentile).",
+            "",
+            *gate_lines,
+            "",
+        ]
+    )
+    atomic_write_text(results_dir / "cross_corpus.md", text)
+    atomic_write_text(results_dir / "cross_corpus_auc.csv", aucs.to_csv(index=False, float_format="%.4f"))
+    atomic_write_text(results_dir / "threshold_transfer.csv", transfer.to_csv(index=False, float_format="%.4f"))
+    atomic_write_text(results_dir / "chunking_both.csv", both.to_csv(index=False, float_format="%.4f"))
+    log(f"wrote {results_dir / 'cross_corpus.md'} and its CSVs")
+    return {"auc": aucs, "transfer": transfer, "chunking": both, "recommended_chunking": best}
