@@ -135,6 +135,12 @@ def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tupl
         for variant, (wins, losses) in record.items()
         if all(wins.values()) and not any(losses.values())
     }
+    # Never worse anywhere, better somewhere: evidence from some corpora only.
+    partial = {
+        variant: [corpus for corpus, found in wins.items() if found]
+        for variant, (wins, losses) in record.items()
+        if any(wins.values()) and not any(losses.values()) and variant not in beating
+    }
     lines = []
     for variant, (wins, losses) in record.items():
         parts = []
@@ -152,9 +158,16 @@ def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tupl
         )
     else:
         best = None
-        verdict = f"No variant beats `{default}` {where} without losing somewhere, so `{default}` stays." + (
-            "" if len(chunkings) == 1 else " Run `ragcal sweep-chunking QUERIES.csv --corpus DIR` on your own corpus."
-        )
+        verdict = f"No variant beats `{default}` {where} without losing somewhere, so `{default}` stays."
+        for variant, corpora in partial.items():
+            others = [corpus for corpus in chunkings if corpus not in corpora]
+            verdict += (
+                f" `{variant}` is never worse and is better on {', '.join(corpora)}; on {', '.join(others)} the data "
+                "cannot tell it apart from the default, so the evidence for it comes from "
+                + ("that corpus alone." if len(corpora) == 1 else "those corpora alone.")
+            )
+        if len(chunkings) > 1:
+            verdict += " Run `ragcal sweep-chunking QUERIES.csv --corpus DIR` to choose for your own corpus."
     return best, "\n".join([verdict, "", *lines])
 
 

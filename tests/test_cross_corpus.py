@@ -67,3 +67,6 @@ def test_chunking_verdict():
     best, text = chunking_verdict({"one": sweep_table(better), "two": sweep_table(mixed)})
     assert best is None and "stays" in text and "sweep-chunking" in text
     assert "fixed-500` against `headings-256`: one: better on nothing, worse on Recall@5" in text
+    neutral = {"headings-256": (0, 0), "headings-512": (-0.02, 0.03), "fixed-500": (-0.05, 0.01)}
+    best, text = chunking_verdict({"one": sweep_table(better), "two": sweep_table(neutral)})
+    assert best is None and "`headings-512` is never worse and is better on one; on two the data cannot tell" in text
