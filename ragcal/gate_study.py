@@ -86,17 +86,11 @@ def _passage_table(table, queries, retrieved, fitters, names, *, n_splits, rando
             rows.append({"gate": name, "split": split, "scored": len(metrics), **metrics.drop(columns="id").mean()})
     per_split = pd.DataFrame(rows)
     measures = [column for column in per_split.columns if column not in ("gate", "split", "scored")]
-    summary = per_split.groupby("gate", sort=False)[measures].agg(
-        ["mean", lambda values: values.quantile(0.05), lambda values: values.quantile(0.95)]
-    )
-    summary.columns = [
-        f"{measure}{suffix}"
-        for measure, suffix in (
-            (measure, {"mean": "", "<lambda_0>": "_p5", "<lambda_1>": "_p95"}[stat])
-            for measure, stat in summary.columns
-        )
-    ]
-    return summary.reset_index()
+    grouped = per_split.groupby("gate", sort=False)[measures]
+    summary = grouped.mean()
+    for suffix, quantile in (("_p5", 0.05), ("_p95", 0.95)):
+        summary = summary.join(grouped.quantile(quantile).add_suffix(suffix))
+    return summary[[f"{measure}{suffix}" for measure in measures for suffix in ("", "_p5", "_p95")]].reset_index()
 
 
 def evaluate_gates(

@@ -31,7 +31,7 @@ import pandas as pd
 from ._io import atomic_write_text
 from .calibration import fit_threshold, heldout_outcomes, published_split
 from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, sweep_chunking
-from .datasets import BUNDLED, BundledCorpus
+from .datasets import BUNDLED, BundledCorpus, bundled
 from .embedding import Embedder
 from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
 from .metrics import (
@@ -186,11 +186,10 @@ def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: i
     embedder = embedder or Embedder()
     names = list(corpora) if corpora is not None else list(BUNDLED)
     tables = {}
-    for name in names:
-        spec = BUNDLED[name] if name in BUNDLED else None
-        if spec is None:
-            raise ValueError(f"unknown bundled corpus {name!r}; bundled corpora are: {', '.join(BUNDLED)}")
-        tables[name] = reproduce_corpus(spec, results_dir / name, embedder=embedder, n_splits=n_splits, log=log)
+    for spec in [bundled(name) for name in names]:  # unknown names fail before any work
+        tables[spec.name] = reproduce_corpus(
+            spec, results_dir / spec.name, embedder=embedder, n_splits=n_splits, log=log
+        )
     if len(tables) > 1:
         write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
     return tables

@@ -80,8 +80,7 @@ def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: f
     stages = [name for name in pd.unique(decisions["stage"].dropna())]
     frame = pd.DataFrame(_counts(table, decisions, stages), columns=["slice", "outcome", "k", "n"])
     low, high = clopper_pearson(frame["k"], frame["n"], confidence=confidence)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        frame["share"] = np.where(frame["n"] > 0, frame["k"] / frame["n"].where(frame["n"] > 0, 1), np.nan)
+    frame["share"] = frame["k"] / frame["n"].where(frame["n"] > 0)  # NaN for an empty slice
     frame["low"], frame["high"] = low, high
     return frame
 
