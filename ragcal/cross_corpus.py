@@ -20,6 +20,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.metrics import roc_auc_score
 
 from ._io import atomic_write_text
 from .calibration import fit_threshold
@@ -27,7 +28,13 @@ from .chunk_sweep import DEFAULT_VARIANT, MEASURES
 from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
 from .signals import SIGNALS
 
-__all__ = ["auc_side_by_side", "threshold_transfer", "chunking_verdict", "write_cross_corpus"]
+__all__ = [
+    "auc_side_by_side",
+    "paired_signal_difference",
+    "threshold_transfer",
+    "chunking_verdict",
+    "write_cross_corpus",
+]
 
 _LABELS = {
     "recall@5": "Recall@5",
@@ -89,6 +96,23 @@ def auc_side_by_side(score_tables: dict, aucs: dict, *, n_resamples: int = 2000)
             differences.append((point, low, high))
     merged[["difference", "difference_low", "difference_high"]] = np.array(differences, dtype=float)
     return merged
+
+
+def paired_signal_difference(table: pd.DataFrame, first: str, second: str, *, n_resamples: int = 2000):
+    """AUC of ``first`` minus AUC of ``second`` on the same questions, with a paired bootstrap interval.
+
+    Both AUCs are computed on the same stratified resamples (same labels, same
+    seed), so the interval is that of the paired difference.
+    """
+    labels = table["answerable"].to_numpy(dtype=bool)
+    keep = ~(table[first].isna() | table[second].isna()).to_numpy()
+    resamples, points = [], []
+    for signal in (first, second):
+        oriented = _oriented(table[keep], signal)[1]
+        resamples.append(auc_bootstrap(labels[keep], oriented, n_resamples=n_resamples, random_state=0))
+        points.append(roc_auc_score(labels[keep], oriented))
+    low, high = np.quantile(resamples[0] - resamples[1], [0.025, 0.975])
+    return points[0] - points[1], float(low), float(high)
 
 
 def threshold_transfer(score_tables: dict, *, signal: str = "dense_top1", rule: str = "keep@0.95") -> pd.DataFrame:
@@ -248,6 +272,17 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
     for name in names:
         top_signal, top_auc = ranking(name)
         claims.append(f"- {titles[name]}: the best single signal is `{top_signal}` (AUC {top_auc:.3f}).")
+    for name in names:
+        diff, low, high = paired_signal_difference(score_tables[name], "dense_top1", "bm25_top1_raw")
+        verdict = (
+            "dense separates better"
+            if low > 0
+            else ("raw BM25 separates better" if high < 0 else "the two cannot be told apart")
+        )
+        claims.append(
+            f"- {titles[name]}: `dense_top1` AUC minus `bm25_top1_raw` AUC on the same questions "
+            f"{_cell(diff, low, high, sign=True)}: {verdict}."
+        )
     dense = overall.loc["dense_top1"]
     change = (
         "lower"

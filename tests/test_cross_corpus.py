@@ -6,7 +6,7 @@ import pytest
 
 from ragcal.calibration import fit_threshold
 from ragcal.chunk_sweep import MEASURES
-from ragcal.cross_corpus import auc_side_by_side, chunking_verdict, threshold_transfer
+from ragcal.cross_corpus import auc_side_by_side, chunking_verdict, paired_signal_difference, threshold_transfer
 from ragcal.metrics import auc_table
 
 
@@ -70,3 +70,13 @@ def test_chunking_verdict():
     neutral = {"headings-256": (0, 0), "headings-512": (-0.02, 0.03), "fixed-500": (-0.05, 0.01)}
     best, text = chunking_verdict({"one": sweep_table(better), "two": sweep_table(neutral)})
     assert best is None and "`headings-512` is never worse and is better on one; on two the data cannot tell" in text
+
+
+def test_paired_signal_difference():
+    table = scores(0, 0.3)
+    noise = np.random.default_rng(5).normal(0, 0.3, len(table))
+    table["noisy"] = table["dense_top1"] + noise
+    diff, low, high = paired_signal_difference(table, "dense_top1", "noisy", n_resamples=300)
+    assert 0 < low < diff < high
+    same = paired_signal_difference(table, "dense_top1", "dense_top1", n_resamples=300)
+    assert same == (0.0, 0.0, 0.0)
