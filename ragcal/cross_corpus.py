@@ -336,7 +336,7 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
             "",
             pd.DataFrame(auc_rows).to_markdown(index=False),
             "",
-            "## Thresholds that do not transfer (`dense_top1`, `keep@0.95`)",
+            "## One corpus's threshold on the other (`dense_top1`, `keep@0.95`)",
             "",
             "Fitted on all questions of one corpus and applied to all questions of the other; the in-sample rows are "
             "each corpus's own threshold, for reference.",
