@@ -58,17 +58,19 @@ class ThresholdExplorer:
         outcome = outcome_table(self.table, self.signal, [threshold], higher_is_answerable=self.higher_is_answerable)
         row = outcome.iloc[0]
         groups = [column[: -len("_k")] for column in outcome.columns if column.endswith("_k")]
-        return pd.DataFrame(
-            [
+        rows = []
+        for group in groups:
+            size = int(row[group.rsplit("_", 1)[0] + "_n"])
+            share, low, high = row[group], row[group + "_low"], row[group + "_high"]
+            rows.append(
                 {
                     "group": group.replace("_", " "),
-                    "count": f"{int(row[group + '_k'])}/{int(row[group.rsplit('_', 1)[0] + '_n'])}",
-                    "share": row[group],
-                    "95% interval": f"[{row[group + '_low']:.2f}, {row[group + '_high']:.2f}]",
+                    "count": f"{int(row[group + '_k'])}/{size}",
+                    "share": "n/a" if size == 0 else f"{share:.1%}",
+                    "95% interval": "n/a" if size == 0 else f"[{low:.1%}, {high:.1%}]",
                 }
-                for group in groups
-            ]
-        )
+            )
+        return pd.DataFrame(rows).set_index("group")
 
     def figure_at(self, threshold: float):
         """Distribution and trade-off side by side, with ``threshold`` marked."""
@@ -94,17 +96,34 @@ class ThresholdExplorer:
 
         plt.close(figure)
 
+    def slider_range(self, *, step: float = 0.005) -> tuple[float, float]:
+        """Ends of the slider: one end answers every question, the other refuses every one.
+
+        For the usual orientation ``score >= threshold`` answers, so the left
+        end is the lowest score (answer all) and the right end lies one step
+        above the highest (refuse all); the other orientation mirrors it.
+        """
+        if self.higher_is_answerable:
+            return self.low, self.high + step
+        return self.low - step, self.high
+
     def widget(self, threshold: float | None = None, *, step: float = 0.005):
-        """An ipywidgets slider that redraws :meth:`show` on every move."""
+        """An ipywidgets slider that redraws :meth:`show` on every move.
+
+        It starts at ``threshold`` (default: the ``keep@1.0`` threshold) exactly,
+        not rounded, so its first counts equal the rule's outcome; the readout
+        shows three decimals.
+        """
         import ipywidgets as widgets
 
         start = (
             self.distribution.thresholds.get("keep@1.0", (self.low + self.high) / 2) if threshold is None else threshold
         )
+        low, high = self.slider_range(step=step)
         slider = widgets.FloatSlider(
-            value=round(start, 3),
-            min=round(self.low, 3),
-            max=round(self.high, 3),
+            value=float(start),
+            min=low,
+            max=high,
             step=step,
             description=self.signal,
             readout_format=".3f",

@@ -119,15 +119,33 @@ def test_slice_colours_are_stable_and_distinct():
 
 def test_threshold_explorer(table):
     explorer = ThresholdExplorer(table)
-    counts = explorer.counts_at(0.5).set_index("group")
+    counts = explorer.counts_at(0.5)
     kept = int((table.loc[table["answerable"], "dense_top1"] >= 0.5).sum())
     assert counts.loc["answerable kept", "count"] == f"{kept}/30"
+    assert counts.loc["answerable kept", "share"] == f"{kept / 30:.1%}"  # a percentage, not 0.966667
+    assert list(counts.index)[0] == "answerable kept"  # groups label the rows, no 0..n index
     figure = explorer.figure_at(0.5)
     assert len(figure.axes) == 2
     widget = explorer.widget()
     slider = widget.children[0]
     assert slider.min <= slider.value <= slider.max
     slider.value = 0.55  # triggers a redraw without error
+
+
+def test_threshold_slider_starts_at_the_rule_and_spans_answer_all_to_refuse_all(table):
+    explorer = ThresholdExplorer(table)
+    slider = explorer.widget().children[0]
+    threshold = explorer.distribution.thresholds["keep@1.0"]
+    # The exact threshold, not a rounded one: the live counts equal the rule's outcome.
+    assert slider.value == threshold
+    assert explorer.counts_at(slider.value).loc["answerable kept", "count"] == "30/30"
+    answer_all = explorer.counts_at(slider.min)
+    refuse_all = explorer.counts_at(slider.max)
+    assert answer_all.loc["answerable kept", "count"] == "30/30"
+    assert answer_all.loc["unanswerable refused", "count"].startswith("0/")
+    assert refuse_all.loc["answerable kept", "count"] == "0/30"
+    n_unanswerable = int((~table["answerable"]).sum())
+    assert refuse_all.loc["unanswerable refused", "count"] == f"{n_unanswerable}/{n_unanswerable}"
 
 
 # --------------------------------------------------------------------------- several corpora
