@@ -249,8 +249,17 @@ class Embedder:
         """The loaded ``SentenceTransformer``."""
         if self._model is None:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
-            self._model = SentenceTransformer(self.spec.location, device=self.device)
+            # Loading takes well under a second: no "Loading weights" progress bar (in a notebook it becomes a widget
+            # that reads "model not found" once the notebook is saved and reopened).
+            was_enabled = transformers_logging.is_progress_bar_enabled()
+            transformers_logging.disable_progress_bar()
+            try:
+                self._model = SentenceTransformer(self.spec.location, device=self.device)
+            finally:
+                if was_enabled:
+                    transformers_logging.enable_progress_bar()
         return self._model
 
     @property

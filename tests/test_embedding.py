@@ -126,3 +126,12 @@ def test_a_local_model_folder_is_fingerprinted_by_its_weights(tmp_path):
     spec = resolve_model(str(tmp_path))
     assert spec.location == str(tmp_path.resolve())
     assert spec.weights_sha256 == hashlib.sha256(b"weights").hexdigest()
+
+
+@pytest.mark.slow
+def test_loading_the_model_prints_no_progress_bar(tmp_path, capfd):
+    from transformers.utils import logging as transformers_logging
+
+    Embedder(cache_dir=tmp_path).model  # a sub-second step: no "Loading weights" bar
+    assert "Loading weights" not in capfd.readouterr().err
+    assert transformers_logging.is_progress_bar_enabled()  # other code keeps its bars
