@@ -24,15 +24,18 @@ corpus_dir = None
 queries_path = None
 scores_path = None
 n_resamples = 2000
-figures_dir = "../figures"
+figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
 import warnings
 
 from ragcal.metrics import DegenerateInputWarning, auc_table, signal_columns
+from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import RocDisplay, save_figure
 from ragcal.scoring import load_score_table
 from ragcal.signals import SIGNALS
+
+figures_dir = figures_dir or FIGURES_DIR
 
 table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
 signals = signal_columns(table)

@@ -25,15 +25,19 @@ scores_path = None
 signal = "dense_top1"
 rules = ["keep@1.0", "keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
 n_splits = 1000
-figures_dir = "../figures"
+figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
 import numpy as np
 
 from ragcal.calibration import fit_threshold, heldout_outcomes, published_split
 from ragcal.metrics import outcome_table
+from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import HeldoutDisplay, TradeoffDisplay, save_figure
+from ragcal.report import guarantee_check, split_counts
 from ragcal.scoring import load_score_table
+
+figures_dir = figures_dir or FIGURES_DIR
 
 table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
 
@@ -59,7 +63,7 @@ save_figure(tradeoff.figure_, f"{figures_dir}/tradeoff")
 
 # %%
 single = published_split(table, signal)
-single[["threshold", "answerable_kept_k", "answerable_n", "unanswerable_refused_k", "unanswerable_n"]]
+split_counts(single)
 
 # %% [markdown]
 # ## Many held-out splits
@@ -73,8 +77,7 @@ rates = ["threshold", "answerable_kept"] + [column for column in repeated.column
 repeated.groupby("rule", sort=False)[rates].mean().round(3)
 
 # %%
-guarantee = repeated.loc[repeated["rule"] == "recall_guarantee@0.9", "answerable_kept"]
-print(f"held-out recall >= 0.9 in {(guarantee >= 0.9).mean():.1%} of {n_splits} splits (promised: 90%)")
+print(guarantee_check(repeated, total_answerable=int(table["answerable"].sum())))
 
 # %%
 heldout = HeldoutDisplay.from_heldout(repeated).plot()

@@ -25,13 +25,16 @@
 corpus_dir = None
 queries_path = None
 n_resamples = 2000
-figures_dir = "../figures"
+figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
 from ragcal.metrics import auc_table
+from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import RocDisplay, TradeoffDisplay, save_figure
 from ragcal.scoring import load_score_table
 from ragcal.signals import register_signal
+
+figures_dir = figures_dir or FIGURES_DIR
 
 
 # %%

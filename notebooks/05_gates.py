@@ -29,7 +29,7 @@ questions = [
     "How do I expose Prometheus metrics from my service?",
     "What is a good recipe for banana bread?",
 ]
-figures_dir = "../figures"
+figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
 import tempfile
@@ -41,9 +41,12 @@ from ragcal.calibration import split_by_slice
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from ragcal.gate_study import AT_95, gate_fitters
 from ragcal.gates import ask, floor_gap_sweep, gate_outcomes, heldout_gates, load_gate, save_gate, summarize_heldout_gates
+from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import FloorGapDisplay, GateOutcomeDisplay, save_figure
 from ragcal.report import HELDOUT_RULES
 from ragcal.scoring import score_query_file
+
+figures_dir = figures_dir or FIGURES_DIR
 
 table, index, retrieved = score_query_file(queries_path or FASTAPI_QUERIES, corpus_dir or FASTAPI_CORPUS)
 calibration = split_by_slice(table["slice"], random_state=0)

@@ -19,14 +19,18 @@
 # unanswerable questions, and how retrieval and the signals move when the chunking changes.
 
 # %% tags=["parameters"]
-results_dir = "../results"  # holds one folder per corpus, written by `make reproduce`
+results_dir = None  # one folder per corpus, written by `make reproduce`; None: the project's results/
 corpora = ["fastapi", "rust-book"]
-figures_dir = "../figures"
+figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
 import pandas as pd
 
+from ragcal.notebooks import FIGURES_DIR, RESULTS_DIR
 from ragcal.plotting import AucComparisonDisplay, ChunkingSweepDisplay, save_figure
+
+figures_dir = figures_dir or FIGURES_DIR
+results_dir = results_dir or RESULTS_DIR
 
 auc_tables = {corpus: pd.read_csv(f"{results_dir}/{corpus}/auc.csv") for corpus in corpora}
 chunking_tables = {corpus: pd.read_csv(f"{results_dir}/{corpus}/chunking.csv") for corpus in corpora}

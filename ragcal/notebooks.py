@@ -16,6 +16,7 @@ from pathlib import Path
 __all__ = [
     "NOTEBOOKS_DIR",
     "FIGURES_DIR",
+    "RESULTS_DIR",
     "NOTEBOOKS",
     "PER_CORPUS_NOTEBOOKS",
     "execute_notebook",
@@ -26,6 +27,8 @@ __all__ = [
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 #: Figures of the FastAPI docs; other corpora get a subfolder named after them.
 FIGURES_DIR = NOTEBOOKS_DIR.parent / "figures"
+#: Tables of ``make reproduce``, one folder per corpus.
+RESULTS_DIR = NOTEBOOKS_DIR.parent / "results"
 NOTEBOOKS = (
     "01_score_distributions",
     "02_roc_and_auc",
