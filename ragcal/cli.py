@@ -565,6 +565,15 @@ def main(argv=None) -> int:
     reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
     reproduce.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
     reproduce.add_argument(
+        "--figures", type=Path, default=None, help="figures folder (default: the checkout's figures/, else ./figures)"
+    )
+    reproduce.add_argument(
+        "--executed-notebooks",
+        type=Path,
+        default=None,
+        help="folder for the executed notebooks (default: the checkout's notebooks/, else ./notebooks)",
+    )
+    reproduce.add_argument(
         "--corpus",
         action="append",
         default=None,
@@ -606,10 +615,11 @@ def main(argv=None) -> int:
         elif args.command == "golden":
             return _golden(args)
         elif args.command == "reproduce":
+            from .datasets import BUNDLED, check_data_dir
             from .embedding import Embedder
             from .reproduce import reproduce
 
-            from .datasets import BUNDLED
+            check_data_dir()
 
             names = args.corpus or list(BUNDLED)
             tables = reproduce(args.results, corpora=names, embedder=Embedder(cache_dir=args.cache_dir))
@@ -619,8 +629,16 @@ def main(argv=None) -> int:
             if not args.skip_notebooks:
                 from .notebooks import reproduce_figures
 
-                reproduce_figures([BUNDLED[name] for name in names])
-                print("figures written to figures/ (PNG and SVG); executed notebooks in notebooks/*.ipynb")
+                from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR
+
+                figures = args.figures or FIGURES_DIR
+                executed = args.executed_notebooks or (
+                    NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
+                )
+                reproduce_figures(
+                    [BUNDLED[name] for name in names], figures_dir=figures, results_dir=args.results, output_dir=executed
+                )
+                print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
     except (QueryFileError, CorpusError, ValueError) as error:
         print(f"ragcal: error: {error}", file=sys.stderr)
         return 2

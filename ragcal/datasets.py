@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,42 @@ __all__ = [
     "BUNDLED",
     "bundled",
     "default_exclude",
+    "find_data_dir",
+    "check_data_dir",
 ]
 
-#: ``data/`` at the repository root (ragcal is installed in editable mode).
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+def find_data_dir() -> Path:
+    """Where the bundled corpora and query sets are, by a fixed rule.
+
+    1. ``$RAGCAL_DATA_DIR``, when set;
+    2. ``data/`` of the checkout that this ragcal was imported from (an
+       editable install, or running from the repository);
+    3. ``ragcal/_bundled/`` inside an installed wheel, which ships the data.
+
+    The first that holds ``corpora/`` wins; when none does, the checkout's path
+    is returned and :func:`check_data_dir` says what to do.
+    """
+    package = Path(__file__).resolve().parent
+    candidates = [package.parent / "data", package / "_bundled"]
+    if os.environ.get("RAGCAL_DATA_DIR"):
+        candidates.insert(0, Path(os.environ["RAGCAL_DATA_DIR"]))
+    return next((folder for folder in candidates if (folder / "corpora").is_dir()), candidates[0])
+
+
+def check_data_dir(folder=None) -> Path:
+    """Raise a ``FileNotFoundError`` that says what to do when the bundled data is missing."""
+    folder = Path(folder or DATA_DIR)
+    if not (folder / "corpora").is_dir():
+        raise FileNotFoundError(
+            f"ragcal's bundled corpora were not found (looked in {folder}). Set RAGCAL_DATA_DIR to the data/ folder "
+            "of a ragcal checkout, or install ragcal from a wheel built from the repository (it ships data/)."
+        )
+    return folder
+
+
+#: The folder with ``corpora/`` and ``queries/``: see :func:`find_data_dir`.
+DATA_DIR = find_data_dir()
 #: The Markdown folder of the bundled FastAPI docs.
 FASTAPI_CORPUS = DATA_DIR / "corpora" / "fastapi" / "docs"
 #: Pages of the snapshot that are not documentation (see data/README.md).

@@ -24,11 +24,16 @@ __all__ = [
     "reproduce_figures",
 ]
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
-#: Figures of the FastAPI docs; other corpora get a subfolder named after them.
-FIGURES_DIR = NOTEBOOKS_DIR.parent / "figures"
-#: Tables of ``make reproduce``, one folder per corpus.
-RESULTS_DIR = NOTEBOOKS_DIR.parent / "results"
+_CHECKOUT = Path(__file__).resolve().parent.parent
+#: The notebook sources: ``notebooks/`` of the checkout, else the copy an installed wheel ships.
+NOTEBOOKS_DIR = (
+    _CHECKOUT / "notebooks" if (_CHECKOUT / "notebooks").is_dir() else Path(__file__).resolve().parent / "_notebooks"
+)
+#: Figures of the FastAPI docs (other corpora get a subfolder named after them): the checkout's ``figures/``, or
+#: ``figures/`` in the current folder for an installed wheel.
+FIGURES_DIR = _CHECKOUT / "figures" if (_CHECKOUT / "notebooks").is_dir() else Path.cwd() / "figures"
+#: Tables of ``make reproduce``, one folder per corpus (the same rule).
+RESULTS_DIR = _CHECKOUT / "results" if (_CHECKOUT / "notebooks").is_dir() else Path.cwd() / "results"
 NOTEBOOKS = (
     "01_score_distributions",
     "02_roc_and_auc",
@@ -138,7 +143,7 @@ def execute_notebooks(*, names=NOTEBOOKS, output_dir=NOTEBOOKS_DIR, parameters=N
     for name in names:
         output = Path(output_dir) / f"{name}.ipynb"
         execute_notebook(NOTEBOOKS_DIR / f"{name}.py", output, parameters=parameters)
-        log(f"executed notebooks/{name}.py -> {output}")
+        log(f"executed {name}.py -> {output}")
         written.append(output)
     return written
 
@@ -152,27 +157,50 @@ PER_CORPUS_NOTEBOOKS = (
 )
 
 
-def reproduce_figures(corpora, *, log=print) -> None:
+def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir=None, log=print) -> None:
     """The figures of ``make reproduce``.
 
     The first corpus (FastAPI, the published one) runs every notebook and keeps
     the executed copies in ``notebooks/`` with figures in ``figures/``. Every
     other corpus runs :data:`PER_CORPUS_NOTEBOOKS` with its figures in
     ``figures/<name>/``. Notebooks that compare corpora run once, last.
+
+    Parameters
+    ----------
+    figures_dir, results_dir, output_dir : str or Path, default=None
+        Where figures go, where ``make reproduce`` wrote its tables, and where
+        the executed notebooks go: :data:`FIGURES_DIR`, :data:`RESULTS_DIR`
+        and :data:`NOTEBOOKS_DIR` when None.
     """
     import tempfile
 
     corpora = list(corpora)
+    figures_dir = Path(figures_dir or FIGURES_DIR).resolve()
+    results_dir = Path(results_dir or RESULTS_DIR).resolve()
+    output_dir = Path(output_dir or NOTEBOOKS_DIR)
+    # Only folders that differ from the notebooks' own defaults are injected, so that the executed notebooks of a
+    # checkout carry no machine paths (and stay byte-identical from one machine to the next).
+    folders = {}
+    if figures_dir != FIGURES_DIR.resolve():
+        folders["figures_dir"] = str(figures_dir)
     single = [name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS]
-    execute_notebooks(names=single, log=log)
+    execute_notebooks(names=single, output_dir=output_dir, parameters=folders, log=log)
     for spec in corpora[1:]:
         with tempfile.TemporaryDirectory() as scratch:
             parameters = {
                 "corpus_dir": str(spec.corpus),
                 "queries_path": str(spec.queries),
-                "figures_dir": str(FIGURES_DIR / spec.name),
+                "figures_dir": str(figures_dir / spec.name),
             }
             execute_notebooks(names=PER_CORPUS_NOTEBOOKS, output_dir=scratch, parameters=parameters, log=log)
-        log(f"figures of {spec.title} written to figures/{spec.name}/")
+        log(f"figures of {spec.title} written to {figures_dir / spec.name}/")
     if len(corpora) > 1:
-        execute_notebooks(names=[name for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS], log=log)
+        parameters = dict(folders)
+        if results_dir != RESULTS_DIR.resolve():
+            parameters["results_dir"] = str(results_dir)
+        execute_notebooks(
+            names=[name for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS],
+            output_dir=output_dir,
+            parameters=parameters,
+            log=log,
+        )
