@@ -1,0 +1,126 @@
+"""ragcal installed from a wheel, outside the repository, finds its bundled data and runs the README's snippets."""
+
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """A fresh venv with the built wheel; the test venv's packages lend it the dependencies (no download)."""
+    root = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(root / "dist"),
+            str(REPOSITORY),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next((root / "dist").glob("ragcal-*.whl"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    # Dependencies from the test environment, after the venv's own site-packages (so ragcal comes from the wheel).
+    (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(venv), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    work = root / "elsewhere"
+    work.mkdir()
+    return python, work, wheel
+
+
+def run(python, work, *arguments, **options):
+    environment = {key: value for key, value in os.environ.items() if key != "RAGCAL_DATA_DIR"}
+    return subprocess.run([python, *arguments], cwd=work, capture_output=True, text=True, env=environment, **options)
+
+
+def test_the_wheel_ships_the_data_and_the_notebooks(installed):
+    python, work, wheel = installed
+    result = run(
+        python,
+        work,
+        "-c",
+        textwrap.dedent("""
+        import ragcal, ragcal.datasets as d, ragcal.notebooks as n
+        print(ragcal.__file__); print(d.DATA_DIR); print(d.FASTAPI_CORPUS.is_dir(), d.RUST_BOOK_QUERIES.is_file())
+        print(n.NOTEBOOKS_DIR, (n.NOTEBOOKS_DIR / "01_score_distributions.py").is_file())
+    """),
+    )
+    assert result.returncode == 0, result.stderr
+    package, data, present, notebooks = result.stdout.splitlines()
+    assert str(REPOSITORY) not in package and "site-packages" in package
+    assert data.startswith(str(Path(package).parent)) and present == "True True"
+    assert notebooks.endswith("_notebooks True")
+
+
+def test_the_readme_snippet_runs_from_the_wheel(installed):
+    python, work, _ = installed
+    snippet = textwrap.dedent("""
+        from ragcal import build_index, load_queries, score_table
+        from ragcal.datasets import FASTAPI_CORPUS, STARTER_QUERIES
+
+        index = build_index(FASTAPI_CORPUS)
+        queries = load_queries(STARTER_QUERIES, corpus_paths=index.doc_paths)
+        retrieved = index.retrieve(queries["query"])
+        table = score_table(queries, retrieved)
+        print(len(index.chunks), len(table))
+    """)
+    result = run(python, work, "-c", snippet, timeout=600)
+    assert result.returncode == 0, result.stderr
+    chunks, rows = map(int, result.stdout.split())
+    assert chunks == 2282 and rows > 0
+
+
+def test_reproduce_from_the_wheel(installed):
+    python, work, _ = installed
+    # `python -m ragcal` runs the console script's entry point (the script's shebang names the installing python).
+    arguments = ["-m", "ragcal", "reproduce", "--corpus", "fastapi", "--skip-notebooks", "--results", "out"]
+    result = run(python, work, *arguments, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (work / "out" / "fastapi" / "summary.md").is_file() and (work / "out" / "fastapi" / "gates.csv").is_file()
+
+
+def test_missing_data_says_what_to_do(installed, tmp_path):
+    python, work, _ = installed
+    environment = {**os.environ, "RAGCAL_DATA_DIR": str(tmp_path / "nowhere")}
+    # An explicit RAGCAL_DATA_DIR that holds nothing falls back to the shipped copy...
+    result = subprocess.run(
+        [python, "-c", "import ragcal.datasets as d; print(d.DATA_DIR)"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert "site-packages" in result.stdout
+    # ...and a folder without the data gets an error that names what to set.
+    result = run(python, work, "-c", "from ragcal.datasets import check_data_dir; check_data_dir('/nonexistent')")
+    assert result.returncode != 0 and "Set RAGCAL_DATA_DIR" in result.stderr
