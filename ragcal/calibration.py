@@ -286,10 +286,15 @@ def heldout_outcomes(
     Returns
     -------
     DataFrame
-        One row per (split, rule): ``threshold``, and on the evaluation half
-        only ``answerable_kept``, ``<slice>_refused`` for each unanswerable
-        slice and ``unanswerable_refused``, with their counts.
+        One row per (split, rule): ``threshold``; ``fallback``, True where the
+        rule could not be met on that calibration half (a guarantee rule with
+        too few questions gives ``-inf`` or ``+inf``, see
+        :class:`CalibrationWarning`; ``keep`` without answerable questions
+        gives NaN); and on the evaluation half only ``answerable_kept``,
+        ``<slice>_refused`` for each unanswerable slice and
+        ``unanswerable_refused``, with their counts.
     """
+    names = {rule: parse_rule(rule)[0] for rule in rules}
     table = table[~table[signal].isna()].reset_index(drop=True)
     scores = table[signal].to_numpy(dtype=float)
     answerable = table["answerable"].to_numpy(dtype=bool)
@@ -299,17 +304,25 @@ def heldout_outcomes(
         calibration = split_by_slice(slices, random_state=random_state + split)
         evaluation = ~calibration
         for rule in rules:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", CalibrationWarning)
-                threshold = fit_threshold(
-                    rule,
-                    scores[calibration],
-                    answerable[calibration],
-                    higher_is_answerable=higher_is_answerable,
-                    delta=delta,
-                )
+            if names[rule] == "keep" and not answerable[calibration].any():
+                threshold, fallback = math.nan, True  # no answerable question to keep a share of
+            else:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always", CalibrationWarning)
+                    threshold = fit_threshold(
+                        rule,
+                        scores[calibration],
+                        answerable[calibration],
+                        higher_is_answerable=higher_is_answerable,
+                        delta=delta,
+                    )
+                fallback = any(issubclass(warning.category, CalibrationWarning) for warning in caught)
             outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
-            rows.append({"split": split, "rule": rule, **outcome.to_dict()})
+            if math.isnan(threshold):  # no threshold, so no outcome either (rather than "refuses all")
+                outcome[[name for name in outcome.index if not name.endswith("_n")]] = np.nan
+            rows.append(
+                {"split": split, "rule": rule, "threshold": threshold, "fallback": fallback, **outcome.to_dict()}
+            )
     return pd.DataFrame(rows)
 
 

@@ -126,8 +126,24 @@ def _chunks(args) -> None:
 
 def _print_slice_summary(table, signal="dense_top1") -> None:
     summary = table.groupby("slice", sort=False)[signal].describe()[["count", "50%", "min", "max"]]
+    summary = summary.rename(columns={"50%": "median"}).round(3).astype({"count": int})  # describe() counts in floats
     print(f"\n{signal} by slice:")
-    print(summary.rename(columns={"50%": "median"}).round(3).to_string())
+    print(summary.to_string())
+
+
+def _read_table(path: Path, what: str = "score table"):
+    """Read a CSV for a command, with errors that name the file (a foreign delimiter included)."""
+    import pandas as pd
+
+    from ._io import check_csv_delimiter
+
+    if not path.is_file():
+        raise ValueError(f"{path}: {what} not found")
+    check_csv_delimiter(path)
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
 
 
 def _rules() -> dict:
@@ -136,19 +152,67 @@ def _rules() -> dict:
     return RULES
 
 
+def _warn(message) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _fit_in_sample(rule, table, args, higher):
+    """Fit one rule on the whole table; its warnings become plain 'warning:' lines; NaN when it cannot be fitted."""
+    import math
+    import warnings
+
+    from .calibration import CalibrationWarning, fit_threshold, parse_rule
+
+    if parse_rule(rule)[0] == "keep" and not table["answerable"].any():
+        return math.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        threshold = fit_threshold(
+            rule, table[args.signal], table["answerable"], higher_is_answerable=higher, delta=args.delta
+        )
+    for warning in caught:
+        _warn(warning.message)
+    return threshold
+
+
+def _fallback_lines(repeated) -> list[str]:
+    """One line per rule that could not be met on some calibration halves, saying what it did there."""
+    lines = []
+    for rule, group in repeated.groupby("rule", sort=False):
+        fell_back = group[group["fallback"]]
+        if fell_back.empty:
+            continue
+        counted = f"in {len(fell_back)} of {len(group)} splits"
+        threshold = fell_back["threshold"].iloc[0]
+        name = rule.split("@", 1)[0]
+        if name == "keep":
+            lines.append(f"{rule}: no answerable calibration questions {counted}, no threshold there (n/a)")
+        elif name == "recall_guarantee":
+            lines.append(
+                f"{rule}: too few answerable calibration questions for the guarantee {counted}, "
+                f"the rule answers everything there (threshold {threshold:+g})"
+            )
+        else:
+            lines.append(
+                f"{rule}: too few unanswerable calibration questions for the guarantee {counted}, "
+                f"the rule refuses everything there (threshold {threshold:+g})"
+            )
+    return lines
+
+
 def _calibrate(args) -> None:
+    import math
+
     import pandas as pd
 
-    from .calibration import fit_threshold, heldout_outcomes, parse_rule
+    from .calibration import heldout_outcomes, parse_rule
     from .metrics import check_score_table, outcome_table
     from .signals import SIGNALS
 
     rules = args.rule or ["keep@1.0"]
     for rule in rules:
         parse_rule(rule)
-    if not args.scores.is_file():
-        raise ValueError(f"{args.scores}: score table not found")
-    table = check_score_table(pd.read_csv(args.scores), [args.signal], source=str(args.scores))
+    table = check_score_table(_read_table(args.scores), [args.signal], source=str(args.scores))
     higher = not args.lower_is_answerable
     if not args.lower_is_answerable and args.signal in SIGNALS:
         higher = SIGNALS[args.signal].higher_is_answerable
@@ -156,10 +220,22 @@ def _calibrate(args) -> None:
         f"{args.scores}: {len(table)} queries; signal {args.signal} "
         f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial"
     )
-    for rule in rules:
-        threshold = fit_threshold(
-            rule, table[args.signal], table["answerable"], higher_is_answerable=higher, delta=args.delta
+    # One class only: the other class's rates have no questions to count; say so rather than print nan%.
+    undefined = {}
+    if table["answerable"].all():
+        undefined["unanswerable"] = "no unanswerable questions"
+        _warn(f"{args.scores}: no unanswerable questions; refusal rates are undefined (shown as n/a)")
+    if not table["answerable"].any():
+        undefined["answerable"] = "no answerable questions"
+        _warn(
+            f"{args.scores}: no answerable questions; the share of answerable questions kept is undefined "
+            "(shown as n/a), and keep@ rules have no threshold"
         )
+    for rule in rules:
+        threshold = _fit_in_sample(rule, table, args, higher)
+        if math.isnan(threshold):
+            print(f"\n{rule}: no threshold (it keeps a share of the answerable questions, and there are none)")
+            continue
         outcome = outcome_table(table, args.signal, [threshold], higher_is_answerable=higher).iloc[0]
         print(f"\n{rule}: answer when {args.signal} {'>=' if higher else '<='} {threshold:.4f}")
         print("  (fitted and scored on the same queries: an in-sample view; use --heldout for honest estimates)")
@@ -170,7 +246,11 @@ def _calibrate(args) -> None:
         ]
         groups.append("unanswerable_refused")
         for group in groups:
-            size = outcome[group.rsplit("_", 1)[0] + "_n"]
+            population = group.rsplit("_", 1)[0]
+            size = outcome[population + "_n"]
+            if size == 0:
+                print(f"  {group:<28} n/a ({undefined.get(population, 'no questions')})")
+                continue
             print(
                 f"  {group:<28} {outcome[group]:6.1%}  ({int(outcome[group + '_k'])}/{int(size)})  "
                 f"[{outcome[group + '_low']:.1%}, {outcome[group + '_high']:.1%}]"
@@ -188,12 +268,24 @@ def _calibrate(args) -> None:
         columns = [
             column
             for column in repeated.columns
-            if column in ("threshold", "answerable_kept") or column.endswith("_refused")
+            if (column in ("threshold", "answerable_kept") or column.endswith("_refused"))
+            and not (column == "answerable_kept" and "answerable" in undefined)
+            and not (column.endswith("_refused") and "unanswerable" in undefined)
         ]
-        summary = repeated.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95]).unstack()
+        quantiles = repeated.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95])
+        # Interpolating next to an infinite threshold (a rule that fell back) gives NaN; show the nearest split's.
+        nearest = repeated.groupby("rule", sort=False)[["threshold"]].quantile(
+            [0.05, 0.5, 0.95], interpolation="nearest"
+        )
+        quantiles["threshold"] = quantiles["threshold"].fillna(nearest["threshold"])
+        summary = quantiles.unstack()
         print(f"\nheld out over {args.heldout} stratified half splits (5th / 50th / 95th percentile):")
         with pd.option_context("display.width", 200, "display.max_columns", 50):
-            print(summary.round(3).to_string())
+            print(summary.round(3).to_string(na_rep="n/a"))
+        for population, reason in undefined.items():
+            print(f"(left out: {'refusal rates' if population == 'unanswerable' else 'answerable_kept'}, {reason})")
+        for line in _fallback_lines(repeated):
+            print(line)
 
 
 def _sweep_chunking(args) -> None:
@@ -245,8 +337,6 @@ def _read_provenance(scores_path: Path) -> dict | None:
 
 
 def _fit_gate(args) -> None:
-    import pandas as pd
-
     from .calibration import parse_rule
     from .gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, gate_outcomes, save_gate
     from .gates.fit import DEFAULT_CHAIN_COLUMNS
@@ -256,8 +346,6 @@ def _fit_gate(args) -> None:
     parse_rule(args.rule)
     if args.hedge_rule:
         parse_rule(args.hedge_rule)
-    if not args.scores.is_file():
-        raise ValueError(f"{args.scores}: score table not found")
     if args.gate == "threshold":
         needed = [args.signal]
         higher = False if args.lower_is_answerable else None
@@ -285,7 +373,7 @@ def _fit_gate(args) -> None:
         def fit(table):
             return fit_default_chain(table, rule=args.rule, delta=args.delta, max_passages=args.max_passages)
 
-    table = check_score_table(pd.read_csv(args.scores), needed, source=str(args.scores))
+    table = check_score_table(_read_table(args.scores), needed, source=str(args.scores))
     gate = fit(table)
     provenance = _read_provenance(args.scores)
     if provenance is None:
@@ -332,6 +420,9 @@ def _ask_queries(args):
         return [None] * len(args.question), list(args.question)
     if not args.queries.is_file():
         raise ValueError(f"{args.queries}: query file not found")
+    from ._io import check_csv_delimiter
+
+    check_csv_delimiter(args.queries)
     frame = pd.read_csv(args.queries, dtype=str, keep_default_na=False)
     if "query" not in frame.columns:
         raise ValueError(f"{args.queries}: missing column 'query'; have {', '.join(frame.columns)}")
@@ -600,7 +691,11 @@ def main(argv=None) -> int:
             from .reproduce import evaluate_runs
 
             table = evaluate_runs(
-                args.runs, load_queries(args.queries), n_resamples=args.resamples, random_state=args.seed
+                args.runs,
+                load_queries(args.queries),
+                source=str(args.queries),
+                n_resamples=args.resamples,
+                random_state=args.seed,
             )
             atomic_write_text(args.out, table.to_csv(index=False, float_format="%.4f"))
             print(table.to_string(index=False, float_format=lambda value: f"{value:.3f}"))

@@ -23,6 +23,9 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
+from ._io import delimiter_problem
+from .queries import ANSWERABLE_EXPECTED, close_path, describe_cell, parse_answerable, unknown_paths_message
+
 __all__ = [
     "read_trec_run",
     "retrieval_metrics",
@@ -36,6 +39,7 @@ __all__ = [
     "unanswerable_slices",
     "slice_column",
     "check_score_table",
+    "check_queries_against_runs",
     "clopper_pearson",
     "outcome_table",
     "sweep",
@@ -75,6 +79,72 @@ def read_trec_run(path) -> pd.DataFrame:
                 raise ValueError(f"{path}, line {line_number}: {error}") from error
     frame = pd.DataFrame(rows, columns=["qid", "docid", "rank", "score", "tag"])
     return frame.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
+
+
+def _listing(items, limit: int = 10) -> str:
+    items = list(items)
+    shown = ", ".join(map(str, items[:limit]))
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def check_queries_against_runs(
+    runs: dict,
+    gold: dict,
+    *,
+    documents=None,
+    source: str = "queries",
+    runs_label: str = "the runs",
+    documents_label: str = "the corpus documents",
+) -> None:
+    """Refuse queries that the runs cannot score, before any metric is computed.
+
+    A query id missing from every run, or a gold path that is not a page of
+    the corpus, would silently score 0. Both raise ``ValueError``.
+
+    Parameters
+    ----------
+    runs : dict of str to DataFrame
+        As from :func:`read_trec_run`.
+    gold : dict of str to collection of str
+        Gold pages per answerable query id.
+    documents : collection of str, default=None
+        Every page of the corpus the runs were made from. When None, gold
+        paths are only checked against the pages the runs retrieved, and only
+        those that differ from one by a prefix (``./``, the corpus folder) are
+        refused.
+    source, runs_label, documents_label : str
+        How the messages name the queries, the runs and ``documents``.
+    """
+    run_ids = set().union(*(set(run["qid"]) for run in runs.values()))
+    missing = [query_id for query_id, pages in gold.items() if pages and query_id not in run_ids]
+    if missing:
+        raise ValueError(
+            f"{source}: query id(s) {_listing(missing)} not in any run file in {runs_label} "
+            f"({len(missing)} of {sum(bool(pages) for pages in gold.values())} answerable queries; the runs hold ids "
+            f"such as {_listing(sorted(run_ids), 5)}). They would score 0 on every metric. Evaluate the query file the "
+            f"runs were made from, or make runs for this file with `ragcal score {source} --out SCORES.csv --runs DIR`."
+        )
+    gold_paths = list(dict.fromkeys(path for pages in gold.values() for path in sorted(pages)))
+    if documents is not None:
+        known = set(documents)
+        unknown = [path for path in gold_paths if path not in known]
+        if unknown:
+            raise ValueError(
+                f"{source}, column 'gold': "
+                + unknown_paths_message(
+                    unknown[:10], known, corpus=f"the corpus of the runs ({documents_label}, {len(known)} documents)"
+                )
+            )
+        return
+    retrieved = {page for run in runs.values() for page in run["docid"].str.rsplit("#", n=1).str[0].unique().tolist()}
+    near = [path for path in gold_paths if path not in retrieved and close_path(path, retrieved)]
+    if near:
+        raise ValueError(
+            f"{source}, column 'gold': "
+            + unknown_paths_message(
+                near[:10], retrieved, corpus=f"any run in {runs_label} (no meta.json there lists the corpus documents)"
+            )
+        )
 
 
 def _parse_metric(key: str) -> tuple[str, int]:
@@ -334,26 +404,38 @@ def slice_column(name: str) -> str:
 
 
 def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score table") -> pd.DataFrame:
-    """Validate the columns calibration needs; return a copy with a boolean ``answerable``."""
+    """Validate the columns calibration needs; return a copy with a boolean ``answerable``.
+
+    ``answerable`` may be true/false, yes/no or 1/0 (also 1.0/0.0). Problems
+    are reported with ``source`` and the line of the CSV (the header is line 1,
+    as for query files).
+    """
+    if len(table.columns) == 1:
+        problem = delimiter_problem(str(table.columns[0]))
+        if problem:
+            raise ValueError(f"{source}: {problem}")
     missing = [column for column in ("answerable", "slice", *signals) if column not in table.columns]
     if missing:
         raise ValueError(
-            f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(table.columns)}"
+            f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(map(str, table.columns))}"
         )
     table = table.copy()
     if table["answerable"].dtype != bool:
-        lowered = table["answerable"].astype(str).str.strip().str.lower()
-        bad = ~lowered.isin(["true", "false", "1", "0"])
-        if bad.any():
-            row = int(np.nonzero(bad.to_numpy())[0][0])
+        labels = [parse_answerable(value) for value in table["answerable"].tolist()]
+        bad = [position for position, label in enumerate(labels) if label is None]
+        if bad:
             raise ValueError(
-                f"{source}, row {row + 1}, column 'answerable': expected true or false, got "
-                f"{table['answerable'].iloc[row]!r}"
+                f"{source}, line {bad[0] + 2}, column 'answerable': {ANSWERABLE_EXPECTED}, got "
+                f"{describe_cell(table['answerable'].iloc[bad[0]])}"
             )
-        table["answerable"] = lowered.isin(["true", "1"])
+        table["answerable"] = np.array(labels, dtype=bool)
     for signal in signals:
         if not pd.api.types.is_numeric_dtype(table[signal]):
-            raise ValueError(f"{source}, column {signal!r}: not numeric")
+            values = table[signal]
+            bad = np.nonzero((pd.to_numeric(values, errors="coerce").isna() & values.notna()).to_numpy())[0]
+            where = f", line {bad[0] + 2}" if bad.size else ""
+            got = f", got {describe_cell(values.iloc[bad[0]])}" if bad.size else ""
+            raise ValueError(f"{source}{where}, column {signal!r}: not numeric{got}")
     return table
 
 

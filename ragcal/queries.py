@@ -7,14 +7,86 @@ column.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["QUERY_COLUMNS", "QueryFileError", "load_queries"]
+from ._io import delimiter_problem
+
+__all__ = ["QUERY_COLUMNS", "QueryFileError", "close_path", "load_queries", "parse_answerable"]
 
 QUERY_COLUMNS = ("id", "query", "answerable", "slice", "gold")
-_BOOLEANS = {"true": True, "false": False}
+_BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
+#: How an unreadable ``answerable`` cell is explained, in query files and score tables alike.
+ANSWERABLE_EXPECTED = "expected true or false (or 1/0, yes/no)"
+
+
+def parse_answerable(value) -> bool | None:
+    """``answerable`` label of one cell, or None when it is not one.
+
+    Accepted, case-insensitively: true/false, yes/no, 1/0 and the numbers 1.0/0.0
+    (as a spreadsheet or pandas may write them).
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _BOOLEANS:
+            return _BOOLEANS[text]
+        try:
+            value = float(text)
+        except ValueError:
+            return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return {1.0: True, 0.0: False}.get(number)
+
+
+def describe_cell(value) -> str:
+    """A cell as the user typed it, for messages: ``'maybe'``, ``'2.0'`` or ``an empty cell``; never a NumPy repr."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or not str(value).strip():
+        return "an empty cell"
+    return repr(str(value))
+
+
+def _normalise_path(path: str) -> str:
+    path = path.strip().replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
+def close_path(path: str, known) -> str | None:
+    """The one known path that ``path`` differs from only by a prefix, else None.
+
+    Catches ``./tutorial/cors.md``, ``docs/tutorial/cors.md`` (the corpus folder
+    written in front), ``tutorial\\cors.md`` and ``cors.md`` (a folder left out)
+    for ``tutorial/cors.md``. Several candidates give None: no guess.
+    """
+    normalised = _normalise_path(path)
+    if normalised in known:
+        return normalised
+    candidates = [
+        candidate for candidate in known if normalised.endswith("/" + candidate) or candidate.endswith("/" + normalised)
+    ]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def unknown_paths_message(unknown, known, *, corpus: str = "the corpus") -> str:
+    """``"a.md, b.md not in the corpus; did you mean x/a.md?"``: the unknown paths and any close match."""
+    message = f"{', '.join(unknown)} not in {corpus}"
+    suggestions = {path: close_path(path, known) for path in unknown}
+    suggestions = {path: match for path, match in suggestions.items() if match}
+    if len(unknown) == 1 and suggestions:
+        message += f"; did you mean {suggestions[unknown[0]]}?"
+    elif suggestions:
+        message += "; did you mean " + ", ".join(f"{match} (for {path})" for path, match in suggestions.items()) + "?"
+    if suggestions:
+        message += " Gold paths are relative to the corpus folder."
+    return message
 
 
 class QueryFileError(ValueError):
@@ -41,13 +113,19 @@ def load_queries(path, *, corpus_paths=None) -> pd.DataFrame:
     Raises
     ------
     QueryFileError
-        Missing column, empty file, duplicate or empty id, empty query,
-        ``answerable`` other than true/false, gold on an unanswerable row, or
-        a gold path not in the corpus.
+        A header separated by semicolons or tabs, missing column, empty file,
+        duplicate or empty id, empty query, ``answerable`` other than
+        true/false, yes/no or 1/0, gold on an unanswerable row, or a gold path
+        not in the corpus (with the close match when it differs only by a
+        prefix such as ``./`` or the corpus folder).
     """
     path = Path(path)
     if not path.is_file():
         raise QueryFileError(f"{path}: query file not found")
+    with open(path, encoding="utf-8-sig", errors="replace") as stream:
+        problem = delimiter_problem(stream.readline())
+    if problem:
+        raise QueryFileError(f"{path}: {problem}")
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=False)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
@@ -73,16 +151,18 @@ def load_queries(path, *, corpus_paths=None) -> pd.DataFrame:
         seen[query_id] = line
         if not row.query.strip():
             raise QueryFileError(f"{where}, column 'query': empty query")
-        flag = _BOOLEANS.get(row.answerable.strip().lower())
+        flag = parse_answerable(row.answerable)
         if flag is None:
-            raise QueryFileError(f"{where}, column 'answerable': expected true or false, got {row.answerable!r}")
+            raise QueryFileError(
+                f"{where}, column 'answerable': {ANSWERABLE_EXPECTED}, got {describe_cell(row.answerable)}"
+            )
         paths = tuple(part.strip() for part in row.gold.split(";") if part.strip())
         if paths and not flag:
             raise QueryFileError(f"{where}, column 'gold': an unanswerable query cannot have gold pages ({row.gold!r})")
         if known is not None:
             unknown = [gold_path for gold_path in paths if gold_path not in known]
             if unknown:
-                raise QueryFileError(f"{where}, column 'gold': {', '.join(unknown)} not in the corpus")
+                raise QueryFileError(f"{where}, column 'gold': {unknown_paths_message(unknown, known)}")
         answerable.append(flag)
         gold.append(paths)
     frame["id"] = frame["id"].str.strip()

@@ -69,13 +69,35 @@ def _project_relative(path) -> str:
     return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
 
 
-def evaluate_runs(runs_dir, queries: pd.DataFrame, **options) -> pd.DataFrame:
-    """Retrieval metrics with intervals for every ``*.run`` file in ``runs_dir``."""
-    paths = sorted(Path(runs_dir).glob("*.run"))
+def evaluate_runs(runs_dir, queries: pd.DataFrame, *, source: str = "queries", **options) -> pd.DataFrame:
+    """Retrieval metrics with intervals for every ``*.run`` file in ``runs_dir``.
+
+    The queries are checked against the runs first
+    (:func:`ragcal.metrics.check_queries_against_runs`): an answerable query id
+    in no run file, or a gold path that is not a document of the corpus listed
+    in ``runs_dir/meta.json`` (written by ``ragcal score --runs``), raises
+    ``ValueError`` naming ``source`` (the query file), since it would score 0.
+    ``options`` go to :func:`ragcal.metrics.retrieval_metrics`.
+    """
+    from .metrics import check_queries_against_runs
+
+    runs_dir = Path(runs_dir)
+    paths = sorted(runs_dir.glob("*.run"))
     if not paths:
         raise ValueError(f"{runs_dir}: no *.run files")
     runs = {path.stem: read_trec_run(path) for path in paths}
-    return retrieval_metrics(runs, gold_pages(queries), **options)
+    meta_path = runs_dir / "meta.json"
+    documents = None
+    if meta_path.is_file():
+        try:
+            documents = json.loads(meta_path.read_text(encoding="utf-8")).get("documents")
+        except (json.JSONDecodeError, AttributeError) as error:
+            raise ValueError(f"{meta_path}: not a JSON object as ragcal score --runs writes it ({error})") from error
+    gold = gold_pages(queries)
+    check_queries_against_runs(
+        runs, gold, documents=documents, source=source, runs_label=str(runs_dir), documents_label=str(meta_path)
+    )
+    return retrieval_metrics(runs, gold, **options)
 
 
 def _interval(row, metric) -> str:

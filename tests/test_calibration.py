@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -210,4 +211,86 @@ def test_calibrate_cli_on_a_table_without_corpus(tmp_path, capsys):
     assert "logged.csv: missing column(s) 'nope'" in capsys.readouterr().err
     bad = write(tmp_path / "bad.csv", "id,answerable,slice,my_score\nr1,maybe,answerable,0.5\n")
     assert main(["calibrate", str(bad), "--signal", "my_score"]) == 2
-    assert "bad.csv, row 1, column 'answerable'" in capsys.readouterr().err
+    assert "bad.csv, line 2, column 'answerable'" in capsys.readouterr().err
+
+
+def test_calibrate_cli_names_a_semicolon_table_even_when_commas_break_the_parse(tmp_path, capsys):
+    path = write(
+        tmp_path / "excel.csv",
+        "id;answerable;slice;my_score\nr1;true;answerable;0,9\nr2;false;off, topic;0,2\n",
+    )
+    assert main(["calibrate", str(path), "--signal", "my_score"]) == 2
+    error = capsys.readouterr().err
+    assert f"{path}: looks semicolon-delimited; ragcal reads comma-separated CSV" in error
+    assert "Error tokenizing" not in error and "missing column" not in error
+
+
+def _one_class_table(tmp_path, answerable: bool, n: int = 9):
+    slice_name = "answerable" if answerable else "off-topic"
+    return write(
+        tmp_path / "one_class.csv",
+        "id,answerable,slice,my_score\n"
+        + "".join(f"r{k},{str(answerable).lower()},{slice_name},{0.5 + k / 100}\n" for k in range(n)),
+    )
+
+
+def test_calibrate_cli_without_unanswerable_questions_says_refusal_is_undefined(tmp_path, capsys):
+    path = _one_class_table(tmp_path, answerable=True)
+    assert main(["calibrate", str(path), "--signal", "my_score", "--heldout", "3"]) == 0
+    captured = capsys.readouterr()
+    assert not re.search(r"\bnan\b", captured.out, flags=re.IGNORECASE)
+    assert "unanswerable_refused" in captured.out and "n/a (no unanswerable questions)" in captured.out
+    assert "answerable_kept" in captured.out and "100.0%  (9/9)" in captured.out
+    assert f"warning: {path}: no unanswerable questions; refusal rates are undefined" in captured.err
+
+
+def test_calibrate_cli_without_answerable_questions_says_keeping_is_undefined(tmp_path, capsys):
+    path = _one_class_table(tmp_path, answerable=False, n=30)
+    args = [
+        "calibrate",
+        str(path),
+        "--signal",
+        "my_score",
+        "--rule",
+        "false_answer_guarantee@0.2",
+        "--rule",
+        "keep@1.0",
+    ]
+    assert main(args + ["--heldout", "3"]) == 0
+    captured = capsys.readouterr()
+    assert not re.search(r"\bnan\b", captured.out, flags=re.IGNORECASE)
+    assert "n/a (no answerable questions)" in captured.out
+    assert "keep@1.0: no threshold" in captured.out
+    assert (
+        f"warning: {path}: no answerable questions; the share of answerable questions kept is undefined" in captured.err
+    )
+    assert "off_topic_refused" in captured.out
+
+
+def test_calibrate_cli_explains_a_rule_that_falls_back_in_heldout_splits(tmp_path, capsys):
+    path = write(
+        tmp_path / "small.csv",
+        "id,answerable,slice,my_score\n"
+        + "".join(f"a{k},true,answerable,{0.6 + k / 100}\n" for k in range(18))
+        + "".join(f"u{k},false,off-topic,{0.2 + k / 100}\n" for k in range(10)),
+    )
+    assert (
+        main(["calibrate", str(path), "--signal", "my_score", "--rule", "recall_guarantee@0.9", "--heldout", "4"]) == 0
+    )
+    captured = capsys.readouterr()
+    assert (
+        "recall_guarantee@0.9: too few answerable calibration questions for the guarantee in 4 of 4 splits, "
+        "the rule answers everything there (threshold -inf)"
+    ) in captured.out
+    # The in-sample fit (18 answerable questions, 22 needed) falls back too, and says so on one plain line.
+    assert "warning: threshold_recall_guarantee: 18 answerable calibration scores cannot guarantee" in captured.err
+    assert "CalibrationWarning" not in captured.err
+
+
+def test_heldout_outcomes_marks_the_splits_where_a_rule_fell_back(table):
+    repeated = heldout_outcomes(table, "score", ["recall_guarantee@0.9", "keep@1.0"], n_splits=3)
+    assert repeated.loc[repeated["rule"] == "recall_guarantee@0.9", "fallback"].all()
+    assert not repeated.loc[repeated["rule"] == "keep@1.0", "fallback"].any()
+    no_answerable = table[~table["answerable"]]
+    repeated = heldout_outcomes(no_answerable, "score", ["keep@1.0"], n_splits=2)
+    assert repeated["fallback"].all() and repeated["threshold"].isna().all()

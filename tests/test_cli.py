@@ -89,6 +89,11 @@ def test_trec_runs_and_provenance(scored, fastapi_slice):
             "id,query,answerable,slice,gold\nq1,How?,true,answerable,tutorial/nope.md\n",
             "tutorial/nope.md not in the corpus",
         ),
+        (
+            "id,query,answerable,slice,gold\nq1,How?,true,answerable,./tutorial/cors.md\n",
+            "./tutorial/cors.md not in the corpus; did you mean tutorial/cors.md?",
+        ),
+        ("id;query;answerable;slice;gold\nq1;How?;true;answerable;tutorial/cors.md\n", "looks semicolon-delimited"),
     ],
 )
 def test_bad_query_file_writes_nothing(fastapi_slice, tmp_path, capsys, body, message):
@@ -212,3 +217,24 @@ def test_chunks_missing_corpus_is_named_and_writes_nothing(tmp_path, capsys, no_
     error = capsys.readouterr().err
     assert error.startswith("ragcal: error: ") and str(tmp_path / "nope") in error
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- console output
+
+
+def test_slice_summary_prints_whole_number_counts(capsys):
+    from ragcal.cli import _print_slice_summary
+
+    table = pd.DataFrame(
+        {
+            "slice": ["answerable"] * 9 + ["unrelated"] * 3,
+            "dense_top1": [0.61, 0.72, 0.55, 0.8, 0.66, 0.7, 0.59, 0.74, 0.68, 0.12, 0.2, float("nan")],
+        }
+    )
+    _print_slice_summary(table)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "dense_top1 by slice:"
+    assert lines[1].split() == ["count", "median", "min", "max"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines[3:]}
+    assert rows["answerable"][0] == "9" and rows["unrelated"][0] == "2"
+    assert rows["answerable"][1:] == ["0.68", "0.55", "0.8"]

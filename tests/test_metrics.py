@@ -153,3 +153,47 @@ def test_nan_scores_are_rejected():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         auc_with_ci([1, 0, 1, 0], [0.9, 0.1, 0.8, 0.3])
+
+
+# --------------------------------------------------------------------------- check_score_table
+
+
+def test_score_table_answerable_as_numbers_is_accepted(tmp_path):
+    from ragcal.metrics import check_score_table
+
+    path = tmp_path / "scores.csv"
+    path.write_text("id,answerable,slice,score\na,1.0,answerable,0.9\nb,0.0,unrelated,0.1\nc,1,answerable,0.8\n")
+    table = check_score_table(pd.read_csv(path), ["score"], source=str(path))
+    assert table["answerable"].tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize(
+    "cells, shown",
+    [(["1.0", "2.0"], "'2.0'"), (["true", "maybe"], "'maybe'"), (["1", ""], "an empty cell")],
+)
+def test_score_table_bad_answerable_names_the_file_line_and_plain_value(tmp_path, cells, shown):
+    from ragcal.metrics import check_score_table
+
+    path = tmp_path / "scores.csv"
+    path.write_text(f"id,answerable,slice,score\na,{cells[0]},answerable,0.9\nb,{cells[1]},unrelated,0.1\n")
+    with pytest.raises(ValueError) as raised:
+        check_score_table(pd.read_csv(path), ["score"], source=str(path))
+    message = str(raised.value)
+    assert message.startswith(f"{path}, line 3, column 'answerable': expected true or false (or 1/0, yes/no), got ")
+    assert message.endswith(shown)
+    assert "np." not in message and "float64" not in message
+
+
+@pytest.mark.parametrize("delimiter, name", [(";", "semicolon"), ("\t", "tab")])
+def test_score_table_with_another_delimiter_is_named(tmp_path, delimiter, name):
+    from ragcal.metrics import check_score_table
+
+    path = tmp_path / "scores.csv"
+    path.write_text(
+        delimiter.join(["id", "answerable", "slice", "score"]) + "\n" + delimiter.join(["a", "true", "x", "0.5"]) + "\n"
+    )
+    with pytest.raises(ValueError) as raised:
+        check_score_table(pd.read_csv(path), ["score"], source=str(path))
+    message = str(raised.value)
+    assert message.startswith(f"{path}: looks {name}-delimited; ragcal reads comma-separated CSV")
+    assert "missing column" not in message

@@ -24,8 +24,8 @@ def test_valid_file(tmp_path):
             r"q\.csv, line 3, column 'id': duplicate id 'a' \(first on line 2\)",
         ),
         (
-            HEADER + "a,How?,yes,answerable,x.md\n",
-            r"q\.csv, line 2, column 'answerable': expected true or false, got 'yes'",
+            HEADER + "a,How?,maybe,answerable,x.md\n",
+            r"q\.csv, line 2, column 'answerable': expected true or false \(or 1/0, yes/no\), got 'maybe'",
         ),
         (
             HEADER + "a,How?,true,answerable,x.md\nb,Why?,true,answerable,nope.md\n",
@@ -47,3 +47,48 @@ def test_missing_and_empty_files(tmp_path):
         load_queries(tmp_path / "absent.csv")
     with pytest.raises(QueryFileError, match="cannot be read as CSV"):
         load_queries(write(tmp_path / "empty.csv", ""))
+
+
+@pytest.mark.parametrize("delimiter, name", [(";", "semicolon"), ("\t", "tab")])
+def test_other_delimiter_is_named(tmp_path, delimiter, name):
+    body = delimiter.join(["id", "query", "answerable", "slice", "gold"]) + "\n"
+    body += delimiter.join(["a", "How?", "true", "answerable", "x.md"]) + "\n"
+    path = write(tmp_path / "q.csv", body)
+    with pytest.raises(QueryFileError) as raised:
+        load_queries(path, corpus_paths={"x.md"})
+    message = str(raised.value)
+    assert message.startswith(f"{path}: ")
+    assert f"looks {name}-delimited; ragcal reads comma-separated CSV" in message
+    assert "missing column" not in message
+
+
+@pytest.mark.parametrize("true_text, false_text", [("1", "0"), ("1.0", "0.0"), ("True", "FALSE"), ("yes", "no")])
+def test_answerable_accepts_numbers_and_yes_no(tmp_path, true_text, false_text):
+    path = write(tmp_path / "q.csv", HEADER + f"a,How?,{true_text},answerable,x.md\nb,Eggs?,{false_text},unrelated,\n")
+    assert load_queries(path, corpus_paths={"x.md"})["answerable"].tolist() == [True, False]
+
+
+@pytest.mark.parametrize(
+    "gold, suggestion",
+    [
+        ("./tutorial/cors.md", "tutorial/cors.md"),
+        ("docs/tutorial/cors.md", "tutorial/cors.md"),
+        ("cors.md", "tutorial/cors.md"),
+        (r"tutorial\cors.md", "tutorial/cors.md"),
+    ],
+)
+def test_unknown_gold_path_suggests_the_close_match(tmp_path, gold, suggestion):
+    path = write(tmp_path / "q.csv", HEADER + f"a,How?,true,answerable,{gold}\n")
+    with pytest.raises(QueryFileError) as raised:
+        load_queries(path, corpus_paths={"tutorial/cors.md", "tutorial/index.md", "index.md"})
+    message = str(raised.value)
+    assert f"{path}, line 2, column 'gold': {gold} not in the corpus" in message
+    assert f"did you mean {suggestion}?" in message
+
+
+def test_no_suggestion_when_nothing_is_close_or_the_match_is_ambiguous(tmp_path):
+    path = write(tmp_path / "q.csv", HEADER + "a,How?,true,answerable,index.md;nope.md\n")
+    with pytest.raises(QueryFileError) as raised:
+        load_queries(path, corpus_paths={"a/index.md", "b/index.md"})
+    message = str(raised.value)
+    assert "index.md, nope.md not in the corpus" in message and "did you mean" not in message
