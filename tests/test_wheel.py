@@ -48,8 +48,9 @@ def installed(tmp_path_factory):
     )
     # Dependencies from the test environment, after the venv's own site-packages (so ragcal comes from the wheel).
     (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    # pip --python installs into the new venv; `--prefix` would also uninstall ragcal from the running environment.
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(venv), str(wheel)],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)],
         check=True,
         capture_output=True,
     )
