@@ -731,7 +731,10 @@ def main(argv=None) -> int:
                     NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
                 )
                 reproduce_figures(
-                    [BUNDLED[name] for name in names], figures_dir=figures, results_dir=args.results, output_dir=executed
+                    [BUNDLED[name] for name in names],
+                    figures_dir=figures,
+                    results_dir=args.results,
+                    output_dir=executed,
                 )
                 print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
     except (QueryFileError, CorpusError, ValueError) as error:

@@ -10,6 +10,7 @@ a static notebook viewer) the same output is available from
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -96,16 +97,20 @@ class ThresholdExplorer:
 
         plt.close(figure)
 
-    def slider_range(self, *, step: float = 0.005) -> tuple[float, float]:
-        """Ends of the slider: one end answers every question, the other refuses every one.
+    def slider_range(self, anchor: float, *, step: float = 0.005) -> tuple[float, float]:
+        """Ends of a slider whose grid of ``step`` passes through ``anchor``.
 
-        For the usual orientation ``score >= threshold`` answers, so the left
-        end is the lowest score (answer all) and the right end lies one step
-        above the highest (refuse all); the other orientation mirrors it.
+        The browser's slider only takes ``min + k * step``; anchoring the grid
+        on the starting threshold keeps the handle exactly where the counts
+        are. One end answers every question and the other refuses every one:
+        for the usual orientation the left end is at or below the lowest score
+        and the right end above the highest (mirrored for the other).
         """
+        below = math.ceil((anchor - self.low) / step)
+        above = math.floor((self.high - anchor) / step)
         if self.higher_is_answerable:
-            return self.low, self.high + step
-        return self.low - step, self.high
+            return anchor - below * step, anchor + (above + 1) * step
+        return anchor - (below + 1) * step, anchor + above * step
 
     def widget(self, threshold: float | None = None, *, step: float = 0.005):
         """An ipywidgets slider that redraws :meth:`show` on every move.
@@ -119,7 +124,7 @@ class ThresholdExplorer:
         start = (
             self.distribution.thresholds.get("keep@1.0", (self.low + self.high) / 2) if threshold is None else threshold
         )
-        low, high = self.slider_range(step=step)
+        low, high = self.slider_range(float(start), step=step)
         slider = widgets.FloatSlider(
             value=float(start),
             min=low,

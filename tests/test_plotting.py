@@ -146,6 +146,9 @@ def test_threshold_slider_starts_at_the_rule_and_spans_answer_all_to_refuse_all(
     assert refuse_all.loc["answerable kept", "count"] == "0/30"
     n_unanswerable = int((~table["answerable"]).sum())
     assert refuse_all.loc["unanswerable refused", "count"] == f"{n_unanswerable}/{n_unanswerable}"
+    # The browser's slider takes min + k * step only: the grid must pass through the starting threshold.
+    steps = (slider.value - slider.min) / slider.step
+    assert abs(steps - round(steps)) < 1e-6
 
 
 # --------------------------------------------------------------------------- several corpora
