@@ -47,7 +47,7 @@ such as ``"keep@0.95"`` in one place (:data:`RULES` lists them).
 ``min_cost@c``
     Refusing an answerable question costs 1, answering an unanswerable one
     costs c ("trust is asymmetric": seed 001). The rule picks the candidate
-    threshold (every distinct calibration score, plus "answer all") with the
+    threshold (every distinct calibration score, plus "answer all" and "refuse all") with the
     lowest total cost on the calibration set; among equal costs, the highest
     threshold. No guarantee: it is an empirical optimum.
 """
@@ -162,7 +162,7 @@ def threshold_min_cost(
     answerable = np.asarray(answerable, dtype=bool)
     finite = ~np.isnan(scores)
     scores, answerable = scores[finite], answerable[finite]
-    candidates = np.concatenate([[-math.inf], np.unique(scores)])
+    candidates = np.concatenate([[-math.inf], np.unique(scores), [math.inf]])  # answer all ... refuse all
     positives, negatives = np.sort(scores[answerable]), np.sort(scores[~answerable])
     refused_answerable = np.searchsorted(positives, candidates, side="left")
     answered_unanswerable = negatives.size - np.searchsorted(negatives, candidates, side="left")

@@ -294,3 +294,14 @@ def test_heldout_outcomes_marks_the_splits_where_a_rule_fell_back(table):
     no_answerable = table[~table["answerable"]]
     repeated = heldout_outcomes(no_answerable, "score", ["keep@1.0"], n_splits=2)
     assert repeated["fallback"].all() and repeated["threshold"].isna().all()
+
+
+def test_min_cost_can_refuse_everything():
+    # No answerable question: answering anything only costs, so the cheapest threshold refuses all.
+    assert threshold_min_cost([0.2, 0.5, 0.9], [False, False, False]) == math.inf
+    # Only answerable questions: refusing anything only costs, so it answers all (the highest such threshold, 0.2).
+    assert threshold_min_cost([0.2, 0.5, 0.9], [True, True, True]) == 0.2
+    # Hand case, cost 5 per wrong answer and 1 per refused answerable question. The one unanswerable question has the
+    # top score, so every finite threshold answers it: answer all 0 + 5 = 5, >= 0.1 0 + 5, >= 0.6 1 + 5, >= 0.7 2 + 5,
+    # >= 0.9 3 + 5; refusing all costs 3 + 0 = 3, the minimum.
+    assert threshold_min_cost([0.1, 0.6, 0.7, 0.9], [True, True, True, False]) == math.inf
