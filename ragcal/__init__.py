@@ -16,6 +16,8 @@ from .metrics import auc_table, auc_with_ci, group_stats, outcome_table, retriev
 from .plotting import HeldoutDisplay, RocDisplay, ScoreDistributionDisplay, TradeoffDisplay
 from .scoring import RetrievalIndex, build_index, load_score_table, score_table
 from .signals import SIGNALS, get_signal, register_signal
+from .gates import Decision, FallbackChain, FloorGapGate, Stage, ThresholdGate, load_gate, save_gate
+from .chunk_sweep import sweep_chunking
 
 __all__ = [
     "__version__",
@@ -53,4 +55,12 @@ __all__ = [
     "RocDisplay",
     "TradeoffDisplay",
     "HeldoutDisplay",
+    "Decision",
+    "ThresholdGate",
+    "FloorGapGate",
+    "Stage",
+    "FallbackChain",
+    "load_gate",
+    "save_gate",
+    "sweep_chunking",
 ]
