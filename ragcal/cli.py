@@ -396,8 +396,7 @@ def _fit_gate(args) -> None:
         if key != "stages":
             print(f"  {key}: {value}")
     for stage in getattr(gate, "stages", ()):
-        details = stage.gate.to_dict()
-        print(f"  stage {stage.name} ({stage.tier}): {details['signal']} >= {details['threshold']:.4f}")
+        print(f"  stage {stage.name} ({stage.tier}): {stage.gate.signal} >= {stage.gate.threshold:.4f}")
     print("answered per slice (in-sample: fitted and scored on the same queries):")
     for row in answered.itertuples():
         print(f"  {row.slice:<20} {row.share:6.1%}  ({row.k}/{row.n})  [{row.low:.1%}, {row.high:.1%}]")

@@ -259,7 +259,8 @@ def write_trec_runs(folder, query_ids, retrieved: dict, *, config: dict | None =
 def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) -> Path:
     """Write the score table as CSV and its provenance as ``<name>.meta.json``."""
     path = Path(path)
-    atomic_write_text(path, table.to_csv(index=False, float_format="%.6f"))
+    # Full precision (shortest round-trip repr): a threshold fitted on the file must equal the live score it came from.
+    atomic_write_text(path, table.to_csv(index=False))
     if config is not None:
         atomic_write_text(path.with_name(path.stem + ".meta.json"), json.dumps(config, indent=2) + "\n")
     return path

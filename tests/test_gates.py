@@ -516,3 +516,43 @@ def test_default_chain_fit_structure():
     assert keyword.gate.threshold > 0
     kept = (gate.decide_table(table)["action"][answerable] != "refuse").mean()
     assert kept >= 0.95  # the broad stage alone keeps keep@0.95 of the calibration questions
+
+
+def test_a_gate_never_answers_with_nothing_to_pass_on():
+    empty = {"bm25_stopwords": RetrievalResult("bm25_stopwords", (), [])}
+    gate = ThresholdGate("bm25_top1_stopwords", 0.0)
+    decision = gate.decide(empty)
+    assert decision.action == "refuse" and decision.reasons[-1] == "no passage to pass on"
+    table = pd.DataFrame({"bm25_top1_stopwords": [0.0, 3.0]})
+    assert list(gate.decide_table(table)["action"]) == ["refuse", "answer"]  # decide_table agrees
+    # Fitting keep@1.0 with an answerable question that matched nothing still needs one match.
+    fitted = fit_threshold_gate(
+        pd.DataFrame(
+            {"answerable": [True, True, False], "slice": ["a", "a", "u"], "bm25_top1_stopwords": [0.0, 5.0, 1.0]}
+        ),
+        "bm25_top1_stopwords",
+        "keep@1.0",
+    )
+    assert fitted.threshold > 0
+
+
+def test_fit_floor_gap_leaves_out_questions_without_hits():
+    table = table_of([np.nan, 0.7, 0.6, 0.3], [np.nan, 0.5, 0.55, 0.2], [True, True, True, False])
+    gate = fit_floor_gap(table, rule="keep@1.0")  # used to raise IndexError: no pair kept the question with no hit
+    assert gate.floor == pytest.approx(0.6)
+
+
+def test_fit_gate_chain_with_too_few_unanswerable_questions_prints_inf(tmp_path, capsys):
+    from ragcal.cli import main
+
+    scores = tmp_path / "scores.csv"
+    scores.write_text(
+        "id,query,answerable,slice,dense_top1,bm25_top1_stopwords\n"
+        "a1,q,true,answerable,0.70,12.0\na2,q,true,answerable,0.62,9.0\na3,q,true,answerable,0.55,7.5\n"
+        "u1,q,false,unrelated,0.30,2.0\nu2,q,false,unrelated,0.25,1.0\n"
+    )
+    # Two unanswerable questions cannot support the chain's false-answer guarantee: its bars fall back to +inf.
+    code = main(["fit-gate", str(scores), "--gate", "chain", "--out", str(tmp_path / "chain.json")])
+    out = capsys.readouterr().out
+    assert code == 0 and "stage hybrid (confident): dense_top1 >= inf" in out
+    assert gate_from_dict(json.loads((tmp_path / "chain.json").read_text())["gate"]).stages[0].gate.threshold == math.inf

@@ -18,7 +18,7 @@ from ..metrics import check_score_table, slice_column, unanswerable_slices
 from ..signals import SIGNALS, get_signal
 from .chain import FallbackChain, Stage
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
-from .threshold import ThresholdGate
+from .threshold import ThresholdGate, zero_means_no_match
 
 __all__ = [
     "retriever_features",
@@ -89,6 +89,9 @@ def fit_threshold_gate(
     higher = get_signal(signal).higher_is_answerable if higher_is_answerable is None else higher_is_answerable
     scores, answerable = table[signal], table["answerable"]
     threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher, delta=delta)
+    if zero_means_no_match(signal) and higher:
+        # BM25's top score is 0 when nothing matched: a gate must at least need one match.
+        threshold = max(threshold, np.nextafter(0.0, 1.0))
     hedge_below = None
     if hedge_rule is not None:
         hedge = fit_threshold(hedge_rule, scores, answerable, higher_is_answerable=higher, delta=delta)
@@ -169,11 +172,15 @@ def fit_floor_gap(
     keep = _keep_share(rule, "fit_floor_gap")
     top_column, second_column = floor_gap_columns(retriever)
     table = check_score_table(table, [top_column, second_column])
+    # Questions with no hit (NaN top score) are refused by any floor; like fit_threshold, the share is of the rest.
+    table = table[~table[top_column].isna()]
     top = table[top_column].to_numpy(dtype=float)
     second = table[second_column].to_numpy(dtype=float)
     answerable = table["answerable"].to_numpy(dtype=bool)
     if not answerable.any():
-        raise ValueError("fit_floor_gap needs at least one answerable calibration question")
+        raise ValueError(
+            f"fit_floor_gap needs at least one answerable calibration question with a {retriever} hit; got none"
+        )
     floors = np.unique(top[np.isfinite(top)])
     gaps = np.unique(np.concatenate([[0.0], (top - second)[np.isfinite(top - second)]]))
     answers = floor_gap_answers(top[None, None, :], second[None, None, :], floors[:, None, None], gaps[None, :, None])
@@ -228,7 +235,7 @@ def fit_default_chain(
     high = max(fit_threshold(confident_rule, table["dense_top1"], answerable, delta=delta), low)
     keyword = fit_threshold(keyword_rule, table["bm25_top1_stopwords"], answerable, delta=delta)
     # BM25 gives 0 when nothing matched; a keyword stage must need at least one match.
-    keyword = max(keyword, np.nextafter(0.0, 1.0))
+    keyword = max(keyword, np.nextafter(0.0, 1.0)) if zero_means_no_match("bm25_top1_stopwords") else keyword
     return FallbackChain(
         (
             Stage("hybrid", ThresholdGate("dense_top1", high, passages_from="rrf", max_passages=max_passages)),

@@ -13,7 +13,13 @@ from ..signals import get_signal
 from ._numbers import from_json_number, to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 
-__all__ = ["ThresholdGate", "cut_passages"]
+__all__ = ["ThresholdGate", "cut_passages", "zero_means_no_match"]
+
+
+def zero_means_no_match(signal: str) -> bool:
+    """True for a BM25 top score, which is 0 exactly when the retriever matched nothing."""
+    entry = get_signal(signal)
+    return entry.passage_scale and entry.retrievers[0].startswith("bm25")
 
 
 def _check_max_passages(value, owner: str):
@@ -158,6 +164,8 @@ class ThresholdGate(Gate):
         )
         if not passages:  # the fused view may miss the bar retriever's best chunk; pass that one on
             passages = cut_passages(results, self._signal.retrievers[0], bar_retriever=None, bar=None, max_passages=1)
+        if not passages:  # never answer with nothing to answer from
+            return self._refuse(results, query, reasons + ["no passage to pass on"], score)
         return self._answer(action, results, query, passages, reasons, score)
 
     def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
@@ -165,6 +173,8 @@ class ThresholdGate(Gate):
         scores = table[self.signal].to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
             answered = ~np.isnan(scores) & self._clears(scores, self.threshold)
+            if zero_means_no_match(self.signal):
+                answered &= scores != 0  # nothing matched: nothing to pass on, as decide() refuses
             hedged = answered & (~self._clears(scores, self.hedge_below) if self.hedge_below is not None else False)
         action = np.where(answered, np.where(hedged, "hedge", "answer"), "refuse")
         return actions_frame(action, scores)
