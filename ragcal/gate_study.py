@@ -83,6 +83,8 @@ def _passage_table(table, queries, retrieved, fitters, names, *, n_splits, rando
             decisions = {ids[position]: gate.decide(per_query[position]) for position in held}
             lists = {ids[position]: per_query[position]["dense"] for position in held}
             metrics = passage_metrics(decisions, gold, lists)
+            if metrics.empty:  # the gate answered no held-out answerable question in this split
+                continue
             rows.append({"gate": name, "split": split, "scored": len(metrics), **metrics.drop(columns="id").mean()})
     per_split = pd.DataFrame(rows)
     measures = [column for column in per_split.columns if column not in ("gate", "split", "scored")]

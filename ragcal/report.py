@@ -523,7 +523,9 @@ def gates_section(
         f"Answerable held-out questions that the gate answered, first {n_passage_splits} splits; page-level context precision (share "
         "of passages from a gold page) and recall (share of gold pages among them), mean over splits (5th to 95th "
         "percentile). The cut passes on the passages that clear the gate's bar, at most 10 (20 in the chain's broad "
-        "stage); top-k takes the first k dense passages whatever their score.",
+        "stage); top-k takes the first k dense passages whatever their score. Within a row, the cut and top-k are "
+        "scored on the same questions; across rows the questions differ (each gate answers its own), so compare "
+        "the cut with top-k within a row rather than one gate's precision with another's.",
         "",
         pd.DataFrame(rows).to_markdown(index=False),
         "",
