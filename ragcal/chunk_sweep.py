@@ -174,10 +174,11 @@ def _measure(name, value, low, high, diff, diff_low, diff_high) -> dict:
     }
 
 
-def _cell(row, name, *, sign=False) -> str:
-    low, high = (f"{name}_low", f"{name}_high")
-    form = "{:+.3f}" if sign else "{:.3f}"
-    return f"{form.format(row[name])} [{form.format(row[low])}, {form.format(row[high])}]"
+def interval_cell(row, name, *, sign=False) -> str:
+    """``row[name]`` with its ``_low`` and ``_high`` columns, formatted by :func:`ragcal.report.format_interval`."""
+    from .report import format_interval
+
+    return format_interval(row[name], row[f"{name}_low"], row[f"{name}_high"], sign=sign)
 
 
 def format_sweep(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT) -> str:
@@ -196,9 +197,9 @@ def format_sweep(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT) -> s
             "median tokens": f"{row['median_tokens']:.0f}",
         }
         for metric, label in labels:
-            record[label] = _cell(row, metric)
+            record[label] = interval_cell(row, metric)
             record[f"{label} vs {default}"] = (
-                "baseline" if row["variant"] == default else _cell(row, f"{metric}_diff", sign=True)
+                "baseline" if row["variant"] == default else interval_cell(row, f"{metric}_diff", sign=True)
             )
         rows.append(record)
     return pd.DataFrame(rows).to_markdown(index=False)

@@ -25,6 +25,7 @@ from sklearn.metrics import roc_auc_score
 from ._io import atomic_write_text
 from .calibration import fit_threshold
 from .chunk_sweep import DEFAULT_VARIANT, MEASURES
+from .report import format_interval
 from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
 from .signals import SIGNALS
 
@@ -195,13 +196,6 @@ def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tupl
     return best, "\n".join([verdict, "", *lines])
 
 
-def _cell(value, low, high, digits=3, sign=False) -> str:
-    if np.isnan(value):
-        return "n/a"
-    form = f"{{:+.{digits}f}}" if sign else f"{{:.{digits}f}}"
-    return f"{form.format(value)} [{form.format(low)}, {form.format(high)}]"
-
-
 def _share_cell(outcome, group) -> str:
     share, k, n = outcome[group], outcome[f"{group}_k"], outcome[f"{group.rsplit('_', 1)[0]}_n"]
     return f"{share:.0%} ({int(k)}/{int(n)}) [{outcome[f'{group}_low']:.0%}, {outcome[f'{group}_high']:.0%}]"
@@ -256,8 +250,8 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
             continue
         record = {"signal": row["signal"], "vs": row["comparison"]}
         for name in names:
-            record[titles[name]] = _cell(row[f"{name}_auc"], row[f"{name}_low"], row[f"{name}_high"])
-        record[f"{titles[first]} minus {titles[second]}"] = _cell(
+            record[titles[name]] = format_interval(row[f"{name}_auc"], row[f"{name}_low"], row[f"{name}_high"])
+        record[f"{titles[first]} minus {titles[second]}"] = format_interval(
             row["difference"], row["difference_low"], row["difference_high"], sign=True
         )
         auc_rows.append(record)
@@ -281,7 +275,7 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
         )
         claims.append(
             f"- {titles[name]}: `dense_top1` AUC minus `bm25_top1_raw` AUC on the same questions "
-            f"{_cell(diff, low, high, sign=True)}: {verdict}."
+            f"{format_interval(diff, low, high, sign=True)}: {verdict}."
         )
     dense = overall.loc["dense_top1"]
     change = (
@@ -291,7 +285,7 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
     )
     claims.append(
         f"- `dense_top1` AUC: {titles[first]} {dense[f'{first}_auc']:.3f}, {titles[second]} {dense[f'{second}_auc']:.3f}; "
-        f"on the {titles[second]} it is {change} (difference {_cell(dense['difference'], dense['difference_low'], dense['difference_high'], sign=True)})."
+        f"on the {titles[second]} it is {change} (difference {format_interval(dense['difference'], dense['difference_low'], dense['difference_high'], sign=True)})."
     )
     transfer_rows = []
     slices = [name for name in unanswerable_slices(score_tables[first])]

@@ -24,6 +24,7 @@ __all__ = [
     "GUARANTEE_RULE",
     "gates_section",
     "guarantee_check",
+    "format_interval",
     "split_counts",
 ]
 
@@ -36,10 +37,16 @@ def _share(k, n) -> str:
     return f"{k / n:.0%} ({int(k)}/{int(n)})" if n else "n/a"
 
 
-def _interval(value, low, high, digits=3) -> str:
+def format_interval(value, low, high, *, digits: int = 3, sign: bool = False) -> str:
+    """``"0.986 [0.973, 0.996]"`` (``"+0.042 [+0.014, +0.074]"`` with ``sign``); ``"n/a"`` for NaN."""
     if np.isnan(value):
         return "n/a"
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    form = f"{{:{'+' if sign else ''}.{digits}f}}"
+    return f"{form.format(value)} [{form.format(low)}, {form.format(high)}]"
+
+
+def _interval(value, low, high, digits=3) -> str:
+    return format_interval(value, low, high, digits=digits)
 
 
 def differences_section(

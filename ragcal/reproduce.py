@@ -30,7 +30,7 @@ import pandas as pd
 
 from ._io import atomic_write_text
 from .calibration import fit_threshold, heldout_outcomes, published_split
-from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, sweep_chunking
+from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, interval_cell, sweep_chunking
 from .datasets import BUNDLED, BundledCorpus, bundled
 from .embedding import Embedder
 from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
@@ -100,14 +100,6 @@ def evaluate_runs(runs_dir, queries: pd.DataFrame, *, source: str = "queries", *
     return retrieval_metrics(runs, gold, **options)
 
 
-def _interval(row, metric) -> str:
-    return f"{row[metric]:.3f} [{row[f'{metric}_low']:.3f}, {row[f'{metric}_high']:.3f}]"
-
-
-def _difference(row, metric) -> str:
-    return f"{row[f'{metric}_diff']:+.3f} [{row[f'{metric}_diff_low']:+.3f}, {row[f'{metric}_diff_high']:+.3f}]"
-
-
 def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT, fixed: str = "fixed-500") -> str:
     """A data-driven paragraph on seed 000's claim that fixed-size chunks fail quietly."""
     rows = chunking.set_index("variant")
@@ -120,8 +112,8 @@ def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT
         wins += row[f"{metric}_diff_high"] < 0
         losses += row[f"{metric}_diff_low"] > 0
         parts.append(
-            f"{label} {_interval(rows.loc[default], metric)} vs {_interval(row, metric)}, "
-            f"paired difference (fixed minus heading-aware) {_difference(row, metric)}"
+            f"{label} {interval_cell(rows.loc[default], metric)} vs {interval_cell(row, metric)}, "
+            f"paired difference (fixed minus heading-aware) {interval_cell(row, f'{metric}_diff', sign=True)}"
         )
     if wins and not losses:
         claim = (
