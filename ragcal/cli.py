@@ -62,6 +62,56 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="embed everything, read and write no cache")
 
 
+def _add_rerank_options(parser: argparse.ArgumentParser, *, depth: bool = True) -> None:
+    parser.add_argument(
+        "--reranker",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="cross-encoder (folder or Hugging Face Hub name) that re-scores the fused candidates",
+    )
+    if depth:
+        parser.add_argument(
+            "--rerank-depth", type=int, default=None, help="fused candidates the reranker re-scores (default 50)"
+        )
+
+
+def _add_access_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--access",
+        default=None,
+        metavar="LEVELS",
+        help="access levels the caller may see, comma-separated (default: the default level only)",
+    )
+    parser.add_argument(
+        "--access-map", type=Path, default=None, metavar="FILE", help="CSV path_glob,level for pages without front matter"
+    )
+    parser.add_argument(
+        "--default-access", default=None, metavar="LEVEL", help="level of a page nothing else places (default public)"
+    )
+
+
+def _access_options(args, provenance=None) -> dict:
+    """build_index options for access control; a gate's provenance supplies what the command line leaves out."""
+    from .access import DEFAULT_ACCESS, AccessPolicy
+
+    provenance = provenance or {}
+    access_map = args.access_map
+    if access_map is None and provenance.get("access_map"):
+        access_map = Path(provenance["access_map"])
+    default = args.default_access or provenance.get("default_access") or DEFAULT_ACCESS
+    policy = AccessPolicy.from_options(access_map=access_map, default=default)
+    return {"access": policy, "allowed_levels": args.access if args.access is not None else default}
+
+
+def _report_visibility(index) -> None:
+    if "n_visible" in index.config:
+        print(
+            f"ragcal: access level(s) {', '.join(index.config['allowed_levels'])} see {index.config['n_visible']:,} of "
+            f"{index.config['n_chunks']:,} chunks; the others take no part in any score",
+            file=sys.stderr,
+        )
+
+
 def _score(queries_path, out, runs, args):
     from .scoring import score_query_file, write_score_table, write_trec_runs
 
@@ -77,7 +127,11 @@ def _score(queries_path, out, runs, args):
         exclude=args.exclude,
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
+        reranker=args.reranker,
+        rerank_depth=args.rerank_depth or 50,
+        **_access_options(args),
     )
+    _report_visibility(index)
     config = {**index.config, "queries": str(queries_path)}
     write_score_table(out, table, config=config)
     if runs is not None:
@@ -336,6 +390,19 @@ def _read_provenance(scores_path: Path) -> dict | None:
         raise ValueError(f"{meta}: not valid JSON ({error})") from error
 
 
+def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: Path) -> None:
+    """With ``fit-gate --reranker``: the score table's rerank scores must come from this very reranker."""
+    from .retrieval.rerank import CrossEncoderReranker
+
+    fingerprint = CrossEncoderReranker(reranker, use_cache=False).fingerprint
+    recorded = (provenance or {}).get("reranker_fingerprint")
+    if recorded != fingerprint:
+        raise ValueError(
+            f"{scores_path}: its rerank scores come from {recorded or 'no reranker'}, not from {fingerprint}; "
+            f"score it with `ragcal score --reranker {reranker}` first"
+        )
+
+
 def _fit_gate(args) -> None:
     from .calibration import parse_rule
     from .gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, gate_outcomes, save_gate
@@ -346,6 +413,11 @@ def _fit_gate(args) -> None:
     parse_rule(args.rule)
     if args.hedge_rule:
         parse_rule(args.hedge_rule)
+    provenance = _read_provenance(args.scores)
+    if args.reranker is not None:
+        _check_table_reranker(args.reranker, provenance, args.scores)
+    if args.signal is None:
+        args.signal = "rerank_top1" if args.reranker is not None else "dense_top1"
     if args.gate == "threshold":
         needed = [args.signal]
         higher = False if args.lower_is_answerable else None
@@ -371,11 +443,16 @@ def _fit_gate(args) -> None:
         needed = list(DEFAULT_CHAIN_COLUMNS)
 
         def fit(table):
-            return fit_default_chain(table, rule=args.rule, delta=args.delta, max_passages=args.max_passages)
+            return fit_default_chain(
+                table,
+                rule=args.rule,
+                delta=args.delta,
+                max_passages=args.max_passages,
+                use_reranker=True if args.reranker is not None else None,
+            )
 
     table = check_score_table(_read_table(args.scores), needed, source=str(args.scores))
     gate = fit(table)
-    provenance = _read_provenance(args.scores)
     if provenance is None:
         print(
             f"warning: {args.scores.with_name(args.scores.stem + '.meta.json')} not found: the gate records no model "
@@ -397,6 +474,8 @@ def _fit_gate(args) -> None:
             print(f"  {key}: {value}")
     for stage in getattr(gate, "stages", ()):
         print(f"  stage {stage.name} ({stage.tier}): {stage.gate.signal} >= {stage.gate.threshold:.4f}")
+    if any(name in table.columns for name in ("rerank_top1", "rerank_gap")) and "reranker" in (provenance or {}):
+        print(f"  reranker: {provenance['reranker']} (its scores have their own scale; this gate's bars are on it)")
     print("answered per slice (in-sample: fitted and scored on the same queries):")
     for row in answered.itertuples():
         print(f"  {row.slice:<20} {row.share:6.1%}  ({row.k}/{row.n})  [{row.low:.1%}, {row.high:.1%}]")
@@ -473,9 +552,14 @@ def _ask(args) -> None:
         options["model"] = args.model
     if args.exclude is not None:
         options["exclude"] = args.exclude
+    if args.reranker is not None:
+        options["reranker"] = args.reranker
+    if args.rerank_depth is not None:
+        options["rerank_depth"] = args.rerank_depth
     print(f"ragcal ask: corpus {corpus}", file=sys.stderr)
-    index = build_index(corpus, cache_dir=args.cache_dir, **options)
-    gate = load_gate(args.gate, index=index)  # refuses another model or chunking
+    index = build_index(corpus, cache_dir=args.cache_dir, **options, **_access_options(args, document["provenance"]))
+    _report_visibility(index)
+    gate = load_gate(args.gate, index=index)  # refuses another model, chunking or reranker
     decisions, _ = ask(gate, index, questions)
     for query_id, question, decision in zip(ids, questions, decisions):
         if args.json:
@@ -519,6 +603,8 @@ def main(argv=None) -> int:
     score.add_argument("--out", type=Path, required=True, help="score table CSV to write")
     score.add_argument("--runs", type=Path, default=None, help="folder for TREC run files, one per retriever")
     _add_index_options(score)
+    _add_rerank_options(score)
+    _add_access_options(score)
 
     chunks = commands.add_parser(
         "chunks",
@@ -604,7 +690,9 @@ def main(argv=None) -> int:
     fit_gate.add_argument("scores", type=Path, help="score table CSV (its .meta.json beside it gives the provenance)")
     fit_gate.add_argument("--out", type=Path, required=True, help="gate JSON to write")
     fit_gate.add_argument("--gate", choices=GATE_KINDS, default="threshold", help="kind of gate (default threshold)")
-    fit_gate.add_argument("--signal", default="dense_top1", help="signal of a threshold gate (default dense_top1)")
+    fit_gate.add_argument(
+        "--signal", default=None, help="signal of a threshold gate (default dense_top1; rerank_top1 with --reranker)"
+    )
     fit_gate.add_argument(
         "--rule",
         default="keep@0.95",
@@ -616,6 +704,7 @@ def main(argv=None) -> int:
     fit_gate.add_argument("--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules")
     fit_gate.add_argument("--lower-is-answerable", action="store_true", help="the signal is low for answerable queries")
     fit_gate.add_argument("--heldout", type=int, default=0, metavar="N", help="also report N held-out half splits")
+    _add_rerank_options(fit_gate, depth=False)
 
     ask = commands.add_parser(
         "ask",
@@ -639,6 +728,8 @@ def main(argv=None) -> int:
         help="leave a page out (repeatable; default: the pages the gate's score table left out)",
     )
     ask.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    _add_rerank_options(ask)
+    _add_access_options(ask)
 
     golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
     golden.add_argument(

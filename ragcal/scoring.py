@@ -19,6 +19,7 @@ import pandas as pd
 
 from . import __version__
 from ._io import atomic_write_text
+from .access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from .chunking import chunk_by_headings, chunk_fixed_size
 from .corpus import load_corpus
 from .datasets import default_exclude
@@ -45,7 +46,7 @@ CHUNKERS = ("headings", "fixed")
 
 @dataclass
 class RetrievalIndex:
-    """Chunks of a corpus with a dense and two BM25 retrievers over them.
+    """Chunks of a corpus with a dense and two BM25 retrievers over them, and optionally a reranker.
 
     Attributes
     ----------
@@ -57,7 +58,13 @@ class RetrievalIndex:
         Retrievers whose lists reciprocal rank fusion merges into ``"rrf"``.
     config : dict
         Everything the scores depend on: model fingerprint, chunker and its
-        parameters, corpus digest. Written next to every output.
+        parameters, corpus digest, reranker, access levels. Written next to
+        every output.
+    levels : list of str, default=None
+        Access level of every chunk (see :mod:`ragcal.access`); all
+        ``"public"`` when None.
+    reranker : CrossEncoderReranker, default=None
+        Re-scores the fused candidates into the ``"rerank"`` view.
     """
 
     chunks: list
@@ -65,6 +72,15 @@ class RetrievalIndex:
     bm25: dict
     fuse: tuple = ("dense", "bm25_stopwords")
     config: dict = field(default_factory=dict)
+    levels: list | None = None
+    reranker: object = None
+    _views: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.levels is None:
+            self.levels = [DEFAULT_ACCESS] * len(self.chunks)
+        if len(self.levels) != len(self.chunks):
+            raise ValueError(f"{len(self.levels)} access levels for {len(self.chunks)} chunks")
 
     @property
     def doc_paths(self) -> set[str]:
@@ -72,25 +88,90 @@ class RetrievalIndex:
 
     @property
     def retriever_names(self) -> tuple[str, ...]:
-        return ("dense", *self.bm25, "rrf")
+        return ("dense", *self.bm25, "rrf") + (("rerank",) if self.reranker is not None else ())
 
-    def retrieve(self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50) -> dict[str, list]:
+    def restrict(self, allowed_levels) -> "RetrievalIndex":
+        """The index a caller who may see ``allowed_levels`` searches: only the chunks at those levels.
+
+        Its dense index holds only their vectors, its BM25 statistics (IDF,
+        lengths) come only from their texts, and fusion, the reranker, the
+        signals and refusal messages see nothing else. One view is built per
+        distinct set of levels, then reused. When every chunk is visible,
+        the view is the index itself.
+
+        Raises
+        ------
+        ValueError
+            If no chunk is visible at these levels.
+        """
+        allowed = parse_levels(allowed_levels)
+        if allowed in self._views:
+            return self._views[allowed]
+        keep = [position for position, level in enumerate(self.levels) if level in allowed]
+        if not keep:
+            present = ", ".join(sorted(set(self.levels)))
+            raise ValueError(
+                f"no chunk of {self.config.get('corpus', 'the corpus')} is visible at access level(s) "
+                f"{', '.join(allowed)}; the corpus has level(s) {present}"
+            )
+        if len(keep) == len(self.chunks):  # everything is visible: the view is the index itself
+            self._views[allowed] = self
+            return self
+        chunks = [self.chunks[position] for position in keep]
+        bm25 = {name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name) for name, r in self.bm25.items()}
+        visible_pages = sorted({chunk.doc_path for chunk in chunks})
+        config = {**self.config, "documents": visible_pages, "allowed_levels": list(allowed), "n_visible": len(keep)}
+        view = RetrievalIndex(
+            chunks,
+            self.dense.subset(keep),
+            bm25,
+            fuse=self.fuse,
+            config=config,
+            levels=[self.levels[position] for position in keep],
+            reranker=self.reranker,
+        )
+        self._views[allowed] = view
+        return view
+
+    def retrieve(
+        self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50, allowed_levels=None
+    ) -> dict[str, list]:
         """Run every retriever on every query.
+
+        Parameters
+        ----------
+        queries : sequence of str
+        depth : int, default=100
+            Results per retriever.
+        rrf_k, rrf_top : int
+            Reciprocal rank fusion's damping constant and list length (at
+            least the reranker's depth, so that it has enough candidates).
+        allowed_levels : str or sequence of str, default=None
+            Search only the chunks at these access levels (see
+            :meth:`restrict`); None searches the whole index.
 
         Returns
         -------
         dict of str to list of RetrievalResult
             ``{retriever name: [result of query 0, query 1, ...]}`` for
-            ``dense``, ``bm25_raw``, ``bm25_stopwords`` and ``rrf``.
+            ``dense``, ``bm25_raw``, ``bm25_stopwords``, ``rrf`` and, with a
+            reranker, ``rerank``.
         """
+        if allowed_levels is not None:
+            return self.restrict(allowed_levels).retrieve(queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top)
         queries = [str(query) for query in queries]
         retrieved = {"dense": self.dense.search(queries, k=depth)}
         for name, retriever in self.bm25.items():
             retrieved[name] = retriever.search(queries, k=depth)
+        if self.reranker is not None:
+            rrf_top = max(rrf_top, self.reranker.depth)
         retrieved["rrf"] = [
             reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
             for position in range(len(queries))
         ]
+        if self.reranker is not None:
+            texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
+            retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
         return retrieved
 
 
@@ -149,6 +230,10 @@ def build_index(
     cache_dir=None,
     use_cache: bool = True,
     embedder: Embedder | None = None,
+    access: AccessPolicy | None = None,
+    allowed_levels=None,
+    reranker=None,
+    rerank_depth: int = 50,
 ) -> RetrievalIndex:
     """Load, chunk, embed (through the cache) and index a Markdown folder.
 
@@ -168,9 +253,26 @@ def build_index(
         Passed to :class:`ragcal.embedding.Embedder`.
     embedder : Embedder, default=None
         A ready embedder; overrides ``model``, ``cache_dir`` and ``use_cache``.
+    access : AccessPolicy, default=None
+        How chunks get their access level (front matter ``access_level``, an
+        access map, a default); every chunk is ``"public"`` when None.
+    allowed_levels : str or sequence of str, default=None
+        Return only what a caller at these levels may see
+        (:meth:`RetrievalIndex.restrict`); None returns the whole index.
+    reranker : str or CrossEncoderReranker, default=None
+        A cross-encoder (folder or Hub name) that re-scores the fused
+        candidates into a ``"rerank"`` view. It is loaded before anything is
+        embedded, so a bad one fails early.
+    rerank_depth : int, default=50
+        How many fused candidates a reranker given by name re-scores.
     """
     if chunker not in CHUNKERS:
         raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
+    if isinstance(reranker, (str, Path)):
+        from .retrieval.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
+    access = access or AccessPolicy()
     documents, chunks, chunking = chunk_corpus(
         corpus_dir,
         chunker=chunker,
@@ -196,8 +298,11 @@ def build_index(
         "model": embedder.spec.name,
         "model_fingerprint": embedder.fingerprint,
         **chunking,
+        **access.to_dict(),
+        **(reranker.to_dict() if reranker is not None else {}),
     }
-    return RetrievalIndex(chunks, dense, bm25, config=config)
+    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=access.levels(chunks), reranker=reranker)
+    return index.restrict(allowed_levels) if allowed_levels is not None else index
 
 
 def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.DataFrame:
@@ -212,7 +317,8 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
     retrieved : dict of str to list of RetrievalResult
         As returned by :meth:`RetrievalIndex.retrieve`.
     signals : list of str, default=None
-        Signal names; all registered signals when None.
+        Signal names; when None, every registered signal whose retrievers
+        are in ``retrieved``.
 
     Returns
     -------
@@ -220,7 +326,10 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
         Columns ``id, query, answerable, slice`` and then one float column per
         signal, in registry order.
     """
-    names = list(signals) if signals is not None else list(SIGNALS)
+    if signals is None:  # every registered signal that these results can feed (rerank_* need a reranker)
+        names = [name for name, signal in SIGNALS.items() if all(r in retrieved for r in signal.retrievers)]
+    else:
+        names = list(signals)
     rows = []
     for position in range(len(queries)):
         results = {retriever: per_query[position] for retriever, per_query in retrieved.items()}

@@ -121,8 +121,14 @@ def get_signal(name: str) -> Signal:
 
 
 def compute_signals(results: Mapping[str, RetrievalResult], names=None) -> dict[str, float]:
-    """Evaluate the named signals (default: all registered) on one query."""
-    return {name: get_signal(name)(results) for name in (names if names is not None else list(SIGNALS))}
+    """Evaluate the named signals on one query.
+
+    Without ``names``: every registered signal whose retrievers are in
+    ``results`` (``rerank_*`` only when a reranker ran).
+    """
+    if names is None:
+        names = [name for name, signal in SIGNALS.items() if all(r in results for r in signal.retrievers)]
+    return {name: get_signal(name)(results) for name in names}
 
 
 # --------------------------------------------------------------------------- built-in signals
@@ -180,3 +186,15 @@ def bm25_empty_stopwords(results):
 def rrf_top1(results):
     """Reciprocal-rank-fusion score of the best fused chunk."""
     return _top(results, "rrf")
+
+
+@register_signal("rerank_top1", retrievers=("rerank",), passage_scale=True)
+def rerank_top1(results):
+    """Cross-encoder score of the best re-scored candidate (needs a reranker; on the reranker's own scale)."""
+    return _top(results, "rerank")
+
+
+@register_signal("rerank_gap", retrievers=("rerank",))
+def rerank_gap(results):
+    """Cross-encoder top-1 minus top-2: how clearly the reranker prefers one passage."""
+    return _top(results, "rerank") - _top(results, "rerank", 2)

@@ -45,6 +45,13 @@ PROVENANCE_KEYS = (
     "corpus",
     "excluded",
     "queries",
+    "reranker",
+    "reranker_fingerprint",
+    "rerank_depth",
+    "access_map",
+    "access_map_sha256",
+    "default_access",
+    "allowed_levels",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")
@@ -103,11 +110,13 @@ def read_gate_file(path) -> dict:
     return document
 
 
-def check_provenance(provenance: dict, config: dict, *, source="gate file") -> None:
+def check_provenance(provenance: dict, config: dict, *, source="gate file", retrievers=()) -> None:
     """Raise :class:`GateFileError` unless the gate was fitted on this model and chunking.
 
     ``config`` is an index's :attr:`ragcal.scoring.RetrievalIndex.config`. A
-    different corpus digest (the docs changed) is only a :class:`GateWarning`.
+    gate that reads the ``"rerank"`` view (in ``retrievers``) also needs the
+    same reranker. A different corpus digest (the docs changed) or other
+    access levels are only a :class:`GateWarning`.
     """
     fitted_on = provenance.get("model_fingerprint")
     if not fitted_on:
@@ -126,6 +135,22 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file") -> N
                 f"{source}: fitted with {key}={provenance[key]!r} but the index has {key}={config.get(key)!r}; "
                 "chunking changes the score scale: build the index with the gate's chunking, or fit again"
             )
+    if "rerank" in retrievers and provenance.get("reranker_fingerprint") != config.get("reranker_fingerprint"):
+        raise GateFileError(
+            f"{source}: the gate reads reranker scores fitted with reranker "
+            f"{provenance.get('reranker_fingerprint') or '(none recorded)'} but the index uses "
+            f"{config.get('reranker_fingerprint') or 'no reranker'}; a threshold on another reranker's scale is wrong: "
+            "pass the gate's --reranker, or fit again"
+        )
+    fitted_levels, levels = provenance.get("allowed_levels"), config.get("allowed_levels")
+    if fitted_levels != levels:
+        warnings.warn(
+            f"{source}: fitted on what callers at access level(s) {', '.join(fitted_levels or ['(all)'])} see, "
+            f"used for level(s) {', '.join(levels or ['(all)'])}; BM25 statistics and the pages searched differ, so "
+            "re-check the threshold on a labeled set at these levels",
+            GateWarning,
+            stacklevel=3,
+        )
     digest = provenance.get("chunks_sha256")
     if digest and digest != config.get("chunks_sha256"):
         warnings.warn(
@@ -143,6 +168,9 @@ def index_options(provenance: dict) -> dict:
         options["model"] = provenance["model"]
     if provenance.get("excluded") is not None:
         options["exclude"] = tuple(provenance["excluded"])
+    if provenance.get("reranker"):
+        options["reranker"] = provenance["reranker"]
+        options["rerank_depth"] = int(provenance.get("rerank_depth") or 50)
     return options
 
 
@@ -166,7 +194,7 @@ def load_gate(path, *, index=None) -> Gate:
     gate = document["gate"]
     if index is None:
         return gate
-    check_provenance(document["provenance"], index.config, source=str(path))
+    check_provenance(document["provenance"], index.config, source=str(path), retrievers=gate.retrievers)
     missing = [name for name in gate.retrievers if name not in index.retriever_names]
     if missing:
         raise GateFileError(

@@ -206,10 +206,15 @@ def fit_default_chain(
     delta: float = 0.1,
     max_passages: int = 10,
     broad_max_passages: int = 20,
+    use_reranker: bool | None = None,
 ) -> FallbackChain:
     """Seed 003's chain, fitted: hybrid, then keyword-only BM25, then a broad hedged dense search, then refuse.
 
     Stages (their names are what :attr:`Decision.stage` reports):
+
+    0. ``rerank`` (confident), only with a reranker: ``rerank_top1`` clears a
+       bar fitted with ``confident_rule`` on the reranker's own scale; the
+       passages are the re-scored candidates that clear the same bar.
 
     1. ``hybrid`` (confident): ``dense_top1`` clears a high bar fitted with
        ``confident_rule`` (by default: with 90% confidence, at most 10% of
@@ -223,8 +228,9 @@ def fit_default_chain(
        to ``broad_max_passages`` passages.
     4. refuse, with a helpful message.
 
-    With a reranker configured, a reranker stage belongs in front (the
-    reranker issue adds it); the chain takes any stages.
+    ``use_reranker=None`` adds the ``rerank`` stage when the table has a
+    ``rerank_top1`` column with values (the scores came from an index with a
+    reranker); True requires it; False leaves it out.
     """
     missing = [column for column in DEFAULT_CHAIN_COLUMNS if column not in SIGNALS]
     if missing:  # pragma: no cover - the built-in signals are always registered
@@ -236,8 +242,17 @@ def fit_default_chain(
     keyword = fit_threshold(keyword_rule, table["bm25_top1_stopwords"], answerable, delta=delta)
     # BM25 gives 0 when nothing matched; a keyword stage must need at least one match.
     keyword = max(keyword, np.nextafter(0.0, 1.0)) if zero_means_no_match("bm25_top1_stopwords") else keyword
+    stages = []
+    has_rerank = "rerank_top1" in table.columns and table["rerank_top1"].notna().any()
+    if use_reranker and not has_rerank:
+        raise ValueError("use_reranker=True but the score table has no rerank_top1 scores; score with a reranker")
+    if has_rerank and use_reranker is not False:
+        table = check_score_table(table, ["rerank_top1"])
+        bar = fit_threshold(confident_rule, table["rerank_top1"], answerable, delta=delta)
+        stages.append(Stage("rerank", ThresholdGate("rerank_top1", bar, max_passages=max_passages)))
     return FallbackChain(
         (
+            *stages,
             Stage("hybrid", ThresholdGate("dense_top1", high, passages_from="rrf", max_passages=max_passages)),
             Stage("keyword", ThresholdGate("bm25_top1_stopwords", keyword, max_passages=max_passages)),
             Stage("broad", ThresholdGate("dense_top1", low, max_passages=broad_max_passages), tier="partial"),

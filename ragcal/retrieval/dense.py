@@ -39,6 +39,17 @@ class DenseRetriever:
         embeddings = embedder.encode([chunk.text for chunk in chunks])
         return cls([chunk.chunk_id for chunk in chunks], embeddings, embedder=embedder, name=name)
 
+    def subset(self, positions) -> "DenseRetriever":
+        """A retriever over the chunks at ``positions`` only (a new exact index of their vectors).
+
+        Searching it searches within the subset, so ``k`` results come back
+        whenever the subset holds ``k`` chunks; nothing outside it can appear
+        or influence a score.
+        """
+        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        vectors = self.index.reconstruct_batch(positions) if len(positions) else np.zeros((0, self.index.d), np.float32)
+        return type(self)([self.chunk_ids[i] for i in positions], vectors, embedder=self.embedder, name=self.name)
+
     def search_vectors(self, query_vectors, *, k: int = 100) -> list[RetrievalResult]:
         """Top ``k`` chunks for each row of ``query_vectors`` (L2-normalised)."""
         query_vectors = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)

