@@ -766,6 +766,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="write results/ only; do not execute the notebooks (which write figures/)",
     )
+    reproduce.add_argument(
+        "--reranker",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="cross-encoder for the 'Reranker signals' section (default: a tiny random one, a plumbing check)",
+    )
 
     args = parser.parse_args(argv)
     try:
@@ -805,9 +811,15 @@ def main(argv=None) -> int:
             from .reproduce import reproduce
 
             check_data_dir()
+            if args.reranker is not None:  # a bad reranker fails before any work
+                from .retrieval.rerank import CrossEncoderReranker
+
+                CrossEncoderReranker(args.reranker, use_cache=False)
 
             names = args.corpus or list(BUNDLED)
-            tables = reproduce(args.results, corpora=names, embedder=Embedder(cache_dir=args.cache_dir))
+            tables = reproduce(
+                args.results, corpora=names, embedder=Embedder(cache_dir=args.cache_dir), reranker=args.reranker
+            )
             for name, corpus_tables in tables.items():
                 print(f"\n{BUNDLED[name].title}:", end="")
                 _print_slice_summary(corpus_tables["scores"])

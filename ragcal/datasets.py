@@ -10,6 +10,7 @@ __all__ = [
     "DATA_DIR",
     "FASTAPI_CORPUS",
     "FASTAPI_EXCLUDE",
+    "FASTAPI_ACCESS_MAP",
     "FASTAPI_QUERIES",
     "RUST_BOOK_CORPUS",
     "RUST_BOOK_EXCLUDE",
@@ -67,6 +68,8 @@ RUST_BOOK_CORPUS = DATA_DIR / "corpora" / "rust-book" / "src"
 RUST_BOOK_EXCLUDE = ("SUMMARY.md",)
 #: The labeled query set for the Rust book (see data/README.md).
 RUST_BOOK_QUERIES = DATA_DIR / "queries" / "rust-book.csv"
+#: A made-up access map for the FastAPI docs: the access-control demonstration (see data/access/README.md).
+FASTAPI_ACCESS_MAP = DATA_DIR / "access" / "fastapi-demo.csv"
 #: A small hand-labeled query file to smoke-test the pipeline.
 STARTER_QUERIES = DATA_DIR / "queries" / "starter.csv"
 

@@ -13,7 +13,10 @@ steps that each write their own files:
 5. gates (threshold per rule, floor + gap, the default fallback chain), held
    out per slice, with the passages they pass on and the gates fitted on the
    whole set saved under ``gates/``;
-6. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
+6. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
+   unless one is given: a plumbing check, see :mod:`ragcal.rerank_study`) and,
+   for FastAPI, the access-control demonstration (:mod:`ragcal.access_study`);
+7. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
    published ones beside them).
 
 Then ``results/cross_corpus.md`` (:mod:`ragcal.cross_corpus`): what transfers
@@ -29,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import atomic_write_text
+from .access_study import access_gating, access_score_tables, access_section
 from .calibration import fit_threshold, heldout_outcomes, published_split
 from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, interval_cell, sweep_chunking
 from .datasets import BUNDLED, BundledCorpus, bundled
@@ -43,6 +47,7 @@ from .metrics import (
     sweep,
 )
 from .queries import load_queries
+from .rerank_study import rerank_aucs, rerank_section
 from .report import (
     HELDOUT_RULES,
     auc_section,
@@ -178,7 +183,9 @@ def _format_retrieval(table: pd.DataFrame) -> str:
     ].to_markdown()
 
 
-def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: int = 1000, log=print) -> dict:
+def reproduce(
+    results_dir="results", *, corpora=None, embedder=None, n_splits: int = 1000, reranker=None, log=print
+) -> dict:
     """Run the whole experiment for every bundled corpus, then compare them.
 
     Parameters
@@ -188,6 +195,9 @@ def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: i
         (with its CSVs) when there are two corpora or more.
     corpora : sequence of str, default=None
         Names from :data:`ragcal.datasets.BUNDLED`; all of them when None.
+    reranker : str, default=None
+        Cross-encoder for the "Reranker signals" section; None uses the tiny
+        random one (see :mod:`ragcal.rerank_study`).
 
     Returns
     -------
@@ -202,7 +212,7 @@ def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: i
     tables = {}
     for spec in [bundled(name) for name in names]:  # unknown names fail before any work
         tables[spec.name] = reproduce_corpus(
-            spec, results_dir / spec.name, embedder=embedder, n_splits=n_splits, log=log
+            spec, results_dir / spec.name, embedder=embedder, n_splits=n_splits, reranker=reranker, log=log
         )
     if len(tables) > 1:
         write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
@@ -210,7 +220,14 @@ def reproduce(results_dir="results", *, corpora=None, embedder=None, n_splits: i
 
 
 def reproduce_corpus(
-    spec: BundledCorpus, results_dir, *, embedder=None, n_splits: int = 1000, variants=None, log=print
+    spec: BundledCorpus,
+    results_dir,
+    *,
+    embedder=None,
+    n_splits: int = 1000,
+    variants=None,
+    reranker=None,
+    log=print,
 ) -> dict:
     """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
     results_dir = Path(results_dir)
@@ -239,6 +256,15 @@ def reproduce_corpus(
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
+
+    rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
+    atomic_write_text(results_dir / "rerank_auc.csv", rerank_auc.to_csv(index=False, float_format="%.4f"))
+    log(f"wrote {results_dir / 'rerank_auc.csv'} ({rerank_description['reranker']})")
+    access = None
+    if spec.name == "fastapi":
+        access = access_demonstration(spec, queries, embedder, n_splits=n_splits)
+        atomic_write_text(results_dir / "access.csv", access.to_csv(index=False, float_format="%.4f"))
+        log(f"wrote {results_dir / 'access.csv'}")
 
     counts = queries["slice"].value_counts()
     published = spec.published
@@ -284,7 +310,10 @@ def reproduce_corpus(
             at_95=AT_95,
             fitted={name: json.dumps(gate.to_dict()) for name, gate in gate_tables["fitted"].items()},
         ),
+        rerank_section(rerank_auc, rerank_description),
     ]
+    if access is not None:
+        sections.append(access_section(access, n_splits=n_splits))
     if published:
         sections.append(
             differences_section(
@@ -326,6 +355,15 @@ def reproduce_corpus(
         **calibration,
         **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
     }
+
+
+def access_demonstration(spec: BundledCorpus, queries: pd.DataFrame, embedder, *, n_splits: int = 1000):
+    """The access-control table of :mod:`ragcal.access_study` for the FastAPI docs and the demonstration map."""
+    from .access import AccessPolicy
+    from .datasets import FASTAPI_ACCESS_MAP
+
+    index = build_index(spec.corpus, embedder=embedder, access=AccessPolicy.from_options(access_map=FASTAPI_ACCESS_MAP))
+    return access_gating(access_score_tables(index, queries), queries, n_splits=n_splits)
 
 
 def calibrate(

