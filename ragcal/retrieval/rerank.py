@@ -146,6 +146,9 @@ class CrossEncoderReranker:
     batch_size : int, default=32
     device : str, default="cpu"
     name : str, default="rerank"
+    local_files_only : bool, default=False
+        Never reach the Hub: a Hub name must be in the local Hugging Face
+        cache (as with ``HF_HUB_OFFLINE=1``).
 
     Notes
     -----
@@ -163,6 +166,7 @@ class CrossEncoderReranker:
         batch_size: int = 32,
         device: str = "cpu",
         name: str = "rerank",
+        local_files_only: bool = False,
     ):
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"The 'depth' parameter of CrossEncoderReranker must be a positive int. Got {depth!r}.")
@@ -175,11 +179,11 @@ class CrossEncoderReranker:
         self.use_cache = use_cache
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._cache = None
-        self.model = self._load(self.model_name, device)
+        self.model = self._load(self.model_name, device, local_files_only)
         self.fingerprint = self._fingerprint()
         self.last_stats = {"cached": 0, "scored": 0}
 
-    def _load(self, model: str, device: str):
+    def _load(self, model: str, device: str, local_files_only: bool):
         folder = Path(model).expanduser()
         if folder.is_dir():
             _check_folder(folder)
@@ -193,7 +197,9 @@ class CrossEncoderReranker:
         was_enabled = transformers_logging.is_progress_bar_enabled()
         transformers_logging.disable_progress_bar()
         try:
-            return CrossEncoder(str(folder) if folder.is_dir() else model, device=device)
+            return CrossEncoder(
+                str(folder) if folder.is_dir() else model, device=device, local_files_only=local_files_only
+            )
         except OSError as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise RerankerLoadError(
