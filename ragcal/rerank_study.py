@@ -4,8 +4,7 @@ No trained cross-encoder ships in any package reachable from ragcal's CI, so
 ``make reproduce`` runs this check with the tiny, randomly initialised
 cross-encoder of :func:`ragcal.retrieval.rerank.build_tiny_cross_encoder`. It
 exercises the real path (loading, re-scoring the fused top 50, the signals,
-the AUC table) and its AUCs should sit near 0.5: they say nothing about
-reranking. ``ragcal reproduce --reranker PATH_OR_NAME`` runs the same check
+the AUC table); its AUCs say nothing about reranking. ``ragcal reproduce --reranker PATH_OR_NAME`` runs the same check
 with a real cross-encoder.
 """
 
@@ -93,7 +92,9 @@ def rerank_section(aucs: pd.DataFrame, description: dict) -> str:
         lines += [
             "**Caveat: this cross-encoder is random.** No trained cross-encoder can be installed here, so this is a "
             "check that the reranking path works end to end (loading, re-scoring, signals, tables), not a "
-            "measurement of reranking: AUCs near 0.5 are what a random scorer gives. Run `ragcal reproduce "
+            "measurement of reranking. A random network is still a fixed function of the text (of its length, "
+            "say), so its AUCs need not sit at 0.5 and may even point the wrong way; either way they say nothing "
+            "about what a trained reranker would do. Run `ragcal reproduce "
             "--reranker cross-encoder/ms-marco-MiniLM-L-6-v2` (or a local folder) where such a model is available; "
             "its scores are on its own scale, so a gate on them needs its own calibration.",
             "",
