@@ -164,7 +164,7 @@ def access_section(frame: pd.DataFrame, *, n_splits: int, rule: str = "keep@0.95
         pd.DataFrame(rows).to_markdown(index=False),
         "",
         "A cell of n questions is scored on about n/2 of them per split, so cells of a few questions move in large "
-        "steps (a mean of 99 with a 5th-95th percentile range of [100, 100] means that a few splits fell lower).",
+        "steps; when most splits agree and a few do not, the mean can even lie outside the 5th-95th percentile range.",
         "",
     ]
     if len(hidden) and len(near):
