@@ -107,7 +107,8 @@ def gates_for(index):
     return [gate.bind(description) for gate in gates]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Derandomized so that CI is reproducible; run with --hypothesis-seed=N (and without derandomize) to explore more.
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pages=pages_strategy,
     allowed=st.sets(st.sampled_from(LEVELS), min_size=1),
@@ -157,7 +158,7 @@ def test_no_disallowed_chunk_reaches_any_output(pages, allowed, queries, front_m
                 decision = gate.decide({name: lists[position] for name, lists in retrieved.items()}, query=text)
                 outputs.append(json.dumps(decision.to_dict()))
         # The question itself may name a secret word (the caller typed it); everything else must not.
-        for text in texts:
+        for text in sorted(texts, key=len, reverse=True):  # longest first: one question may contain another
             outputs = [output.replace(text, "").replace(json.dumps(text)[1:-1], "") for output in outputs]
         assert not [mark for output in outputs for mark in leaks(output, hidden_pages)]
 
