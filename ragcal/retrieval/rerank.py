@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._io import sha256_file
 from .base import RetrievalResult
 
 __all__ = ["CrossEncoderReranker", "RerankerLoadError", "RerankCache", "build_tiny_cross_encoder"]
@@ -39,13 +40,6 @@ _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 class RerankerLoadError(ValueError):
     """The reranker cannot be loaded; the message says why (missing folder, not a cross-encoder, no network)."""
 
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _pair_key(query: str, passage: str) -> str:
@@ -218,7 +212,7 @@ class CrossEncoderReranker:
         folder = Path(self.model_name).expanduser()
         weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
         if weights is not None:
-            digest = _sha256_file(weights)
+            digest = sha256_file(weights)
         else:
             hasher = hashlib.sha256()
             for key, tensor in sorted(self.model.model.state_dict().items()):
