@@ -287,3 +287,18 @@ def test_a_view_of_everything_is_the_index_itself(tmp_path):
     assert index.restrict("public") is index
     with pytest.raises(ValueError, match="no chunk .* visible at access level.*internal.*has level.*public"):
         index.restrict("internal")
+
+
+def test_ask_binds_the_gate_to_the_callers_view(tmp_path):
+    from ragcal.gates import ask
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    write_corpus(root, [("restricted", [["cookie", "header"]]), ("public", [["docker", "worker"]])], front_matter=True)
+    index = build_index(root, embedder=HashEmbedder(), exclude=())
+    gate = ThresholdGate("dense_top1", 1.5).bind(CorpusDescription.from_index(index))  # refuses everything
+    decisions, table = ask(gate, index, ["cookie header"], allowed_levels="public")
+    assert decisions[0].action == "refuse"
+    assert not leaks(decisions[0].message + table.to_csv(), {"doc00.md"})
+    decisions, _ = ask(gate, index, ["cookie header"])  # the whole index: the restricted page is the closest
+    assert "zqhead00x" in decisions[0].message

@@ -7,7 +7,7 @@ import pandas as pd
 __all__ = ["ask"]
 
 
-def ask(gate, index, questions, *, ids=None) -> tuple[list, pd.DataFrame]:
+def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list, pd.DataFrame]:
     """Retrieve every question with ``index`` and let ``gate`` decide.
 
     Parameters
@@ -18,6 +18,10 @@ def ask(gate, index, questions, *, ids=None) -> tuple[list, pd.DataFrame]:
     index : RetrievalIndex
     questions : sequence of str
     ids : sequence of str, default=None
+    allowed_levels : str or sequence of str, default=None
+        Decide as a caller who may see only these access levels: retrieval
+        runs on ``index.restrict(allowed_levels)`` and the gate is bound to
+        that view, so that refusals name only pages the caller may see.
 
     Returns
     -------
@@ -26,6 +30,11 @@ def ask(gate, index, questions, *, ids=None) -> tuple[list, pd.DataFrame]:
         ``id, query, action, score, stage, tier, passages, message`` with
         ``passages`` as ``chunk_id (score)`` text, for display.
     """
+    if allowed_levels is not None:
+        from .refusal import CorpusDescription
+
+        index = index.restrict(allowed_levels)
+        gate = gate.bind(CorpusDescription.from_index(index))
     questions = [str(question) for question in questions]
     retrieved = index.retrieve(questions)
     decisions = [
