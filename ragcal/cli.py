@@ -144,8 +144,11 @@ def _chunks(args) -> None:
     import json
 
     from ._io import atomic_write_text
+    from .access import AccessPolicy
     from .chunking import chunk_size_summary
     from .scoring import chunk_corpus
+
+    policy = AccessPolicy.from_options(access_map=args.access_map, default=args.default_access)
 
     documents, chunks, _ = chunk_corpus(
         args.corpus,
@@ -164,10 +167,11 @@ def _chunks(args) -> None:
                 "text": chunk.text,
                 "n_tokens": chunk.n_tokens,
                 "oversized": chunk.oversized,
+                "access_level": level,
             },
             ensure_ascii=False,
         )
-        for chunk in chunks
+        for chunk, level in zip(chunks, policy.levels(chunks))
     ]
     atomic_write_text(args.out, "".join(line + "\n" for line in lines))
     median = chunk_size_summary(chunks).iloc[0]["tokens_median"] if chunks else 0
@@ -610,11 +614,15 @@ def main(argv=None) -> int:
         "chunks",
         help="write what would be indexed, one JSON object per chunk (no model needed)",
         description="Load and chunk a Markdown folder as 'ragcal score' does and write one JSON object per line: "
-        "chunk_id, path, heading_path, text (the indexed text), n_tokens, oversized.",
+        "chunk_id, path, heading_path, text (the indexed text), n_tokens, oversized, access_level.",
     )
     chunks.add_argument("corpus", type=Path, help="Markdown folder")
     chunks.add_argument("--out", type=Path, required=True, help="JSON-lines file to write")
     _add_chunking_options(chunks)
+    chunks.add_argument(
+        "--access-map", type=Path, default=None, metavar="FILE", help="CSV path_glob,level for pages without front matter"
+    )
+    chunks.add_argument("--default-access", default="public", metavar="LEVEL", help="level of unplaced pages")
 
     evaluate = commands.add_parser("evaluate", help="retrieval metrics (page level, with intervals) from TREC runs")
     evaluate.add_argument("queries", type=Path, help="labeled query CSV with gold pages")

@@ -189,6 +189,10 @@ def test_chunks_options(tmp_path, no_model):
     assert all(row["heading_path"] == [] for row in rows)
     assert main(args + ["--max-tokens", "5"]) == 0
     assert any(row["oversized"] for row in _read_jsonl(out))
+    assert {row["access_level"] for row in _read_jsonl(out)} == {"public"}
+    access_map = write(tmp_path / "access.csv", "path_glob,level\nb.md,internal\n")
+    assert main(args + ["--access-map", str(access_map), "--default-access", "staff"]) == 0
+    assert {row["path"]: row["access_level"] for row in _read_jsonl(out)} == {"a.md": "staff", "b.md": "internal"}
 
 
 def test_chunks_of_the_rust_book(tmp_path, capsys, no_model):
