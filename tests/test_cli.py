@@ -164,6 +164,7 @@ def test_chunks_writes_what_would_be_indexed(tmp_path, capsys, no_model):
             "text": chunk.text,
             "n_tokens": chunk.n_tokens,
             "oversized": chunk.oversized,
+            "access_level": "public",
         }
         for chunk in expected
     ]
