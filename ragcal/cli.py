@@ -60,6 +60,13 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
         help="embedding cache folder (default: $RAGCAL_CACHE_DIR or the user cache dir)",
     )
     parser.add_argument("--no-cache", action="store_true", help="embed everything, read and write no cache")
+    parser.add_argument(
+        "--dense-index",
+        choices=("flat", "hnsw", "ivf"),
+        default="flat",
+        help="faiss index for dense search: flat (exact, default), hnsw or ivf (approximate: fit thresholds on the "
+        "index you serve, see docs/approximate_search.md)",
+    )
 
 
 def _score(queries_path, out, runs, args):
@@ -77,6 +84,7 @@ def _score(queries_path, out, runs, args):
         exclude=args.exclude,
         cache_dir=args.cache_dir,
         use_cache=not args.no_cache,
+        dense_index=args.dense_index,
     )
     config = {**index.config, "queries": str(queries_path)}
     write_score_table(out, table, config=config)

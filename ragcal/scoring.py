@@ -149,6 +149,7 @@ def build_index(
     cache_dir=None,
     use_cache: bool = True,
     embedder: Embedder | None = None,
+    dense_index="flat",
 ) -> RetrievalIndex:
     """Load, chunk, embed (through the cache) and index a Markdown folder.
 
@@ -168,6 +169,10 @@ def build_index(
         Passed to :class:`ragcal.embedding.Embedder`.
     embedder : Embedder, default=None
         A ready embedder; overrides ``model``, ``cache_dir`` and ``use_cache``.
+    dense_index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
+        faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
+        Recorded in ``config`` (``dense_index`` and its parameters): a
+        threshold fitted on approximate scores is on another scale.
     """
     if chunker not in CHUNKERS:
         raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
@@ -183,7 +188,7 @@ def build_index(
     if not chunks:
         raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
     embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
-    dense = DenseRetriever.from_chunks(chunks, embedder)
+    dense = DenseRetriever.from_chunks(chunks, embedder, index=dense_index)
     bm25 = {f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")}
     corpus_digest = hashlib.sha256("\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()).hexdigest()
     config = {
@@ -196,6 +201,7 @@ def build_index(
         "model": embedder.spec.name,
         "model_fingerprint": embedder.fingerprint,
         **chunking,
+        **dense.index_config,
     }
     return RetrievalIndex(chunks, dense, bm25, config=config)
 

@@ -45,9 +45,12 @@ PROVENANCE_KEYS = (
     "corpus",
     "excluded",
     "queries",
+    "dense_index",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")
+#: The dense index kind must match too: approximate search lowers top-1 scores (docs/approximate_search.md).
+DENSE_INDEX_KEY = "dense_index"
 
 
 class GateFileError(ValueError):
@@ -126,6 +129,12 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file") -> N
                 f"{source}: fitted with {key}={provenance[key]!r} but the index has {key}={config.get(key)!r}; "
                 "chunking changes the score scale: build the index with the gate's chunking, or fit again"
             )
+    if DENSE_INDEX_KEY in provenance and provenance[DENSE_INDEX_KEY] != config.get(DENSE_INDEX_KEY, "flat"):
+        raise GateFileError(
+            f"{source}: fitted on {provenance[DENSE_INDEX_KEY]!r} dense scores but the index uses "
+            f"{config.get(DENSE_INDEX_KEY, 'flat')!r}; approximate search changes the top-1 scores: build the index "
+            "with the gate's dense_index, or fit again (docs/approximate_search.md)"
+        )
     digest = provenance.get("chunks_sha256")
     if digest and digest != config.get("chunks_sha256"):
         warnings.warn(
@@ -143,6 +152,8 @@ def index_options(provenance: dict) -> dict:
         options["model"] = provenance["model"]
     if provenance.get("excluded") is not None:
         options["exclude"] = tuple(provenance["excluded"])
+    if provenance.get(DENSE_INDEX_KEY):
+        options["dense_index"] = provenance[DENSE_INDEX_KEY]
     return options
 
 
