@@ -4,5 +4,6 @@ from .base import RetrievalResult
 from .bm25 import BM25Retriever, tokenize
 from .dense import DenseRetriever
 from .fusion import reciprocal_rank_fusion
+from .protocol import Retriever, retrieve_with
 
-__all__ = ["RetrievalResult", "DenseRetriever", "BM25Retriever", "tokenize", "reciprocal_rank_fusion"]
+__all__ = ["RetrievalResult", "DenseRetriever", "BM25Retriever", "tokenize", "reciprocal_rank_fusion", "Retriever", "retrieve_with"]
