@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 import faiss
 import numpy as np
 
-__all__ = ["DENSE_INDEXES", "DenseIndexSpec", "build_faiss_index", "index_config", "set_search_k"]
+__all__ = ["DENSE_INDEXES", "DenseIndexSpec", "build_faiss_index", "index_config", "configure_search"]
 
 #: Names accepted by ``DenseRetriever(index=...)`` and ``build_index(dense_index=...)``.
 DENSE_INDEXES = ("flat", "hnsw", "ivf")
@@ -105,14 +105,20 @@ def build_faiss_index(embeddings: np.ndarray, spec: DenseIndexSpec) -> faiss.Ind
         index.cp.seed = 1234
         index.train(embeddings)
         index.add(embeddings)
-        index.nprobe = min(spec.nprobe, nlist)
         return index
 
 
-def set_search_k(index: faiss.Index, spec: DenseIndexSpec, k: int) -> None:
-    """HNSW returns at most ``efSearch`` results: make sure a top-``k`` search asks for at least ``k``."""
+def configure_search(index: faiss.Index, spec: DenseIndexSpec, k: int) -> None:
+    """Apply the query-time parameters of ``spec`` before a top-``k`` search.
+
+    ``ef_search`` (HNSW, raised to ``k``: HNSW returns at most ``efSearch``
+    results) and ``nprobe`` (IVF) are read from the spec at every search, so a
+    study can vary them on one built index.
+    """
     if spec.kind == "hnsw":
         index.hnsw.efSearch = max(spec.ef_search, k)
+    elif spec.kind == "ivf":
+        index.nprobe = min(spec.nprobe, index.nlist)
 
 
 def index_config(spec: DenseIndexSpec, n_vectors: int) -> dict:

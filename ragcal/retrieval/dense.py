@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ann import DenseIndexSpec, build_faiss_index, index_config, set_search_k
+from .ann import DenseIndexSpec, build_faiss_index, index_config, configure_search
 from .base import RetrievalResult
 
 __all__ = ["DenseRetriever"]
@@ -25,7 +25,9 @@ class DenseRetriever:
         ``"flat"`` is exact. The approximate kinds can miss the best chunk,
         which lowers the top-1 score: a threshold fitted on one kind is not
         on the scale of another (see :mod:`ragcal.retrieval.ann`). A string
-        uses :class:`~ragcal.retrieval.ann.DenseIndexSpec`'s defaults.
+        uses :class:`~ragcal.retrieval.ann.DenseIndexSpec`'s defaults. Its
+        query-time parameters (``ef_search``, ``nprobe``) are read from
+        :attr:`index_spec` at every search.
     """
 
     def __init__(self, chunk_ids, embeddings, *, embedder=None, name: str = "dense", index="flat"):
@@ -55,7 +57,7 @@ class DenseRetriever:
         k = min(k, len(self.chunk_ids))
         if k == 0 or query_vectors.shape[0] == 0:
             return [RetrievalResult(self.name, (), np.empty(0)) for _ in range(query_vectors.shape[0])]
-        set_search_k(self.index, self.index_spec, k)
+        configure_search(self.index, self.index_spec, k)
         scores, indices = self.index.search(query_vectors, k)
         results = []
         for row_scores, row_indices in zip(scores, indices):

@@ -77,3 +77,13 @@ def test_a_gate_fitted_on_another_index_kind_is_refused():
     # Gate files written before the index kind was recorded are still accepted.
     check_provenance({"model_fingerprint": "m"}, {"model_fingerprint": "m", "dense_index": "hnsw"})
     assert index_options({"dense_index": "hnsw"}) == {"dense_index": "hnsw"}
+
+
+def test_query_time_parameters_are_read_at_every_search(corpus, exact):
+    from dataclasses import replace
+
+    retriever = DenseRetriever(corpus.chunk_ids, corpus.embeddings, index=DenseIndexSpec("ivf", nlist=16, nprobe=1))
+    coarse = retriever.search_vectors(corpus.queries, k=10)
+    retriever.index_spec = replace(retriever.index_spec, nprobe=16)  # every cell: exact again, same built index
+    assert [r.chunk_ids for r in retriever.search_vectors(corpus.queries, k=10)] == [r.chunk_ids for r in exact]
+    assert [r.chunk_ids for r in coarse] != [r.chunk_ids for r in exact]
