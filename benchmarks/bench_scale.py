@@ -84,7 +84,10 @@ def synthetic_bm25_corpus(n_chunks, n_queries, random_state=0):
     bounds = np.concatenate([[0], np.cumsum(drawn_lengths)])
     texts = [" ".join([words[w] for w in drawn[bounds[i] : bounds[i + 1]].tolist()]) for i in range(n_chunks)]
     query_words = [
-        token for path in (FASTAPI_QUERIES, RUST_BOOK_QUERIES) for text in pd.read_csv(path)["query"] for token in tokenize(text)
+        token
+        for path in (FASTAPI_QUERIES, RUST_BOOK_QUERIES)
+        for text in pd.read_csv(path)["query"]
+        for token in tokenize(text)
     ]
     queries = [
         " ".join(query_words[w] for w in rng.integers(0, len(query_words), size=rng.integers(3, 11)).tolist())
@@ -96,13 +99,19 @@ def synthetic_bm25_corpus(n_chunks, n_queries, random_state=0):
 def bench_bm25(n_chunks, n_queries, subset_chunks, subset_queries):
     print(f"\n== BM25: {n_chunks:,} synthetic chunks, {n_queries:,} queries (raw tokenizer, top 100)")
     seconds, (ids, texts, queries) = timed(lambda: synthetic_bm25_corpus(n_chunks, n_queries))
-    print(f"  corpus drawn in {seconds:.1f} s; mean chunk length {np.mean([t.count(' ') + 1 for t in texts]):.0f} tokens")
+    print(
+        f"  corpus drawn in {seconds:.1f} s; mean chunk length {np.mean([t.count(' ') + 1 for t in texts]):.0f} tokens"
+    )
     index_s, index_mb, sparse = measured_build(lambda: BM25Retriever(ids, texts, backend="sparse"))
     query_s, _ = timed(lambda: sparse.search(queries, k=100))
     matrix = sparse.bm25.weights
     matrix_mb = (matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes) / 2**20
-    print(f"  sparse: index {index_s:6.1f} s, {n_queries} queries {query_s:6.2f} s ({1000 * query_s / n_queries:.1f} ms/query)")
-    print(f"          memory: +{index_mb:.0f} MB resident, of which the CSC matrix {matrix_mb:.0f} MB ({matrix.nnz:,} postings)")
+    print(
+        f"  sparse: index {index_s:6.1f} s, {n_queries} queries {query_s:6.2f} s ({1000 * query_s / n_queries:.1f} ms/query)"
+    )
+    print(
+        f"          memory: +{index_mb:.0f} MB resident, of which the CSC matrix {matrix_mb:.0f} MB ({matrix.nnz:,} postings)"
+    )
 
     print(f"  side by side on a subset rank-bm25 can finish: {subset_chunks:,} chunks, {subset_queries} queries")
     sub_ids, sub_texts, sub_queries = ids[:subset_chunks], texts[:subset_chunks], queries[:subset_queries]
@@ -204,7 +213,9 @@ def bench_dense(n_vectors, n_queries, corpora):
     for name, spec in APPROXIMATE.items():
         # ef_search and nprobe are query-time parameters: one build per index kind, searched with each setting.
         if spec.kind not in built:
-            built[spec.kind] = measured_build(lambda spec=spec: DenseRetriever(corpus.chunk_ids, corpus.embeddings, index=spec))
+            built[spec.kind] = measured_build(
+                lambda spec=spec: DenseRetriever(corpus.chunk_ids, corpus.embeddings, index=spec)
+            )
         build_s, build_mb, retriever = built[spec.kind]
         retriever.index_spec = spec
         query_s, approximate = timed(lambda retriever=retriever: retriever.search_vectors(corpus.queries, k=10))
@@ -249,7 +260,14 @@ def bundled_flip_study(corpus_name):
             built[spec.kind] = DenseRetriever(index.dense.chunk_ids, embeddings, index=spec)
         retriever = built[spec.kind]
         retriever.index_spec = spec
-        row = flip_rows(corpus_name, exact, retriever.search_vectors(query_vectors, k=10), threshold, queries["answerable"], index=name)
+        row = flip_rows(
+            corpus_name,
+            exact,
+            retriever.search_vectors(query_vectors, k=10),
+            threshold,
+            queries["answerable"],
+            index=name,
+        )
         rows.append(row)
         print(
             f"  {corpus_name} ({len(embeddings)} chunks, {len(queries)} labeled) {name:<26} top-1 differs "
@@ -280,6 +298,21 @@ def write_log(path, n_rows, random_state=0):
     pa_csv.write_csv(table, path)
 
 
+def run_with_peak_memory(command):
+    """Run a command; return its exit code, its stderr and its peak resident memory in MB (polled every 20 ms)."""
+    with tempfile.TemporaryFile() as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=os.environ)
+        watched, peak = psutil.Process(process.pid), 0
+        while process.poll() is None:
+            try:
+                peak = max(peak, watched.memory_info().rss)
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.02)
+        stderr.seek(0)
+        return process.wait(), stderr.read().decode(errors="replace"), peak / 2**20
+
+
 def bench_calibrate(row_counts):
     results = {}
     for n_rows in row_counts:
@@ -295,14 +328,16 @@ def bench_calibrate(row_counts):
             print(f"  in process: read {read_s:.1f} s + calibrate {calibrate_s:.1f} s = {read_s + calibrate_s:.1f} s")
             print(f"  sweep: {result.sweep_scheme}; AUC interval: {result.auc['interval'].iloc[0]}")
             command = [sys.executable, "-m", "ragcal", "calibrate", str(path), "--signal", "dense_top1"]
-            command += [part for rule in RULES for part in ("--rule", rule)] + ["--sweep", str(Path(folder) / "sweep.csv")]
-            cli_s, completed = timed(lambda: subprocess.run(command, capture_output=True, text=True, env=os.environ))
-            import resource
-
-            peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            status = "ok" if completed.returncode == 0 else f"exit {completed.returncode}: {completed.stderr[-300:]}"
-            print(f"  ragcal calibrate (fresh process, 4 rules, AUC intervals, --sweep): {cli_s:.1f} s, {status}; "
-                  f"peak memory of the largest child so far {peak_mb:.0f} MB")
+            command += [part for rule in RULES for part in ("--rule", rule)] + [
+                "--sweep",
+                str(Path(folder) / "sweep.csv"),
+            ]
+            cli_s, (returncode, stderr, peak_mb) = timed(lambda command=command: run_with_peak_memory(command))
+            status = "ok" if returncode == 0 else f"exit {returncode}: {stderr[-300:]}"
+            print(
+                f"  ragcal calibrate (fresh process, 4 rules, AUC intervals, --sweep): {cli_s:.1f} s, {status}; "
+                f"peak resident memory {peak_mb:.0f} MB"
+            )
             key = "1m" if n_rows == 1_000_000 else f"{n_rows // 1_000_000}m"
             results.update(
                 {
@@ -327,7 +362,9 @@ def bench_pgvector():
     exact = index.dense.search_vectors(query_vectors, k=10)
     exact_top1 = np.array([result.score_at(1) for result in exact])
     threshold = fit_threshold("keep@0.95", exact_top1, queries["answerable"])
-    print(f"\n== pgvector: FastAPI, {len(embeddings)} chunks, {len(queries)} labeled questions, HNSW (m=16, ef_construction=64)")
+    print(
+        f"\n== pgvector: FastAPI, {len(embeddings)} chunks, {len(queries)} labeled questions, HNSW (m=16, ef_construction=64)"
+    )
     data_dir = tempfile.mkdtemp(prefix="ragcal-pg-")
     server = None
     try:
@@ -360,7 +397,9 @@ def main(argv=None):
     parser.add_argument("--json", type=Path, default=None, metavar="OUT", help="write the numbers as JSON")
     parser.add_argument("--skip", action="append", default=[], choices=("bm25", "dense", "calibrate", "pgvector"))
     args = parser.parse_args(argv)
-    print(f"bench_scale ({'quick' if args.quick else 'full'}), {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GB")
+    print(
+        f"bench_scale ({'quick' if args.quick else 'full'}), {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GB"
+    )
     numbers = {"mode": "quick" if args.quick else "full"}
     total_s = time.perf_counter()
     if "bm25" not in args.skip:
@@ -373,7 +412,9 @@ def main(argv=None):
         )
         flip_table.extend(rows)
         numbers.update(timings)
-        default = [row for row in rows if row["corpus"] == "synthetic" and row["index"].startswith("hnsw M=32 ef=64")][0]
+        default = [row for row in rows if row["corpus"] == "synthetic" and row["index"].startswith("hnsw M=32 ef=64")][
+            0
+        ]
         numbers["hnsw_top1_max_abs_error"] = default["top1_max_abs_error"]
         numbers["hnsw_decision_flip_rate"] = default["flip_rate"]
         numbers["hnsw_build_s"] = default["build_s"]
@@ -388,8 +429,19 @@ def main(argv=None):
     if flip_table:
         print("\n== Gating-flip study (top 10; keep@0.95 fitted on exact scores)")
         with pd.option_context("display.width", 250, "display.max_columns", 30):
-            columns = ["corpus", "index", "queries", "top1_differs", "top1_max_abs_error", "flips", "flip_rate",
-                       "flip_rate_high", "answer_to_refuse", "refuse_to_answer", "answerable_flipped"]
+            columns = [
+                "corpus",
+                "index",
+                "queries",
+                "top1_differs",
+                "top1_max_abs_error",
+                "flips",
+                "flip_rate",
+                "flip_rate_high",
+                "answer_to_refuse",
+                "refuse_to_answer",
+                "answerable_flipped",
+            ]
             print(pd.DataFrame(flip_table)[columns].round(4).to_string(index=False))
         numbers["flip_study"] = flip_table
     numbers["total_s"] = time.perf_counter() - total_s

@@ -136,7 +136,10 @@ def read_score_log(path, signals=(), *, source: str | None = None) -> pd.DataFra
         # Signals are left to type inference, so that a stray text cell is reported with its line below.
         convert = pa_csv.ConvertOptions(
             include_columns=wanted,
-            column_types={"slice": pa.dictionary(pa.int32(), pa.string()), **({"id": pa.string()} if "id" in wanted else {})},
+            column_types={
+                "slice": pa.dictionary(pa.int32(), pa.string()),
+                **({"id": pa.string()} if "id" in wanted else {}),
+            },
             strings_can_be_null=False,
         )
         try:
@@ -235,7 +238,9 @@ def auc_interval(
     y_true = np.asarray(y_true, dtype=bool)
     y_score = np.asarray(y_score, dtype=float)
     if y_true.shape != y_score.shape or y_true.ndim != 1:
-        raise ValueError(f"auc_interval: y_true and y_score must be 1-D of one length; got {y_true.shape}, {y_score.shape}")
+        raise ValueError(
+            f"auc_interval: y_true and y_score must be 1-D of one length; got {y_true.shape}, {y_score.shape}"
+        )
     if np.isnan(y_score).any():
         raise ValueError("auc_interval: y_score contains NaN; drop or impute those queries first")
     n = y_true.size
@@ -308,7 +313,9 @@ def log_auc_table(
                 random_state=random_state,
             )
         for warning in caught:
-            warnings.warn(f"{signal} (answerable vs {comparison}): {warning.message}", DegenerateInputWarning, stacklevel=2)
+            warnings.warn(
+                f"{signal} (answerable vs {comparison}): {warning.message}", DegenerateInputWarning, stacklevel=2
+            )
         rows.append(
             {
                 "signal": signal,
@@ -476,12 +483,16 @@ def calibrate_log(
             if rule.startswith("keep@") and not answerable.any():
                 threshold = math.nan
             else:
-                threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta)
+                threshold = fit_threshold(
+                    rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta
+                )
         fallback = math.isnan(threshold) or any(issubclass(w.category, CalibrationWarning) for w in caught)
         for warning in caught:
             warnings.warn(f"{rule}: {warning.message}", warning.category, stacklevel=2)
         fitted.append((rule, threshold, fallback))
-    outcomes = outcome_table(finite, signal, [threshold for _, threshold, _ in fitted], higher_is_answerable=higher_is_answerable)
+    outcomes = outcome_table(
+        finite, signal, [threshold for _, threshold, _ in fitted], higher_is_answerable=higher_is_answerable
+    )
     outcomes.insert(0, "fallback", [fallback for _, _, fallback in fitted])
     outcomes.insert(0, "rule", [rule for rule, _, _ in fitted])
     swept = log_sweep(

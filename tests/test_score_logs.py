@@ -149,8 +149,16 @@ def test_calibrate_log_fits_every_rule_on_every_row():
 def test_calibrate_cli_reads_parquet_and_writes_the_sweep(tmp_path, capsys, frame):
     frame.to_parquet(tmp_path / "log.parquet")
     code = main(
-        ["calibrate", str(tmp_path / "log.parquet"), "--signal", "my_score", "--rule", "keep@0.95",
-         "--sweep", str(tmp_path / "sweep.csv")]
+        [
+            "calibrate",
+            str(tmp_path / "log.parquet"),
+            "--signal",
+            "my_score",
+            "--rule",
+            "keep@0.95",
+            "--sweep",
+            str(tmp_path / "sweep.csv"),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0

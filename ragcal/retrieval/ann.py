@@ -64,9 +64,13 @@ class DenseIndexSpec:
         for name in ("hnsw_m", "ef_construction", "ef_search", "nprobe"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"The '{name}' parameter of DenseIndexSpec must be an int >= 1. Got {value!r} instead.")
+                raise ValueError(
+                    f"The '{name}' parameter of DenseIndexSpec must be an int >= 1. Got {value!r} instead."
+                )
         if self.nlist is not None and (not isinstance(self.nlist, (int, np.integer)) or self.nlist < 1):
-            raise ValueError(f"The 'nlist' parameter of DenseIndexSpec must be an int >= 1 or None. Got {self.nlist!r}.")
+            raise ValueError(
+                f"The 'nlist' parameter of DenseIndexSpec must be an int >= 1 or None. Got {self.nlist!r}."
+            )
 
     def resolved_nlist(self, n_vectors: int) -> int:
         if self.nlist is not None:

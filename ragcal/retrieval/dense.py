@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ann import DenseIndexSpec, build_faiss_index, index_config, configure_search
+from .ann import DenseIndexSpec, build_faiss_index, configure_search, index_config
 from .base import RetrievalResult
 
 __all__ = ["DenseRetriever"]

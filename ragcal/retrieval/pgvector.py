@@ -97,7 +97,9 @@ class PgvectorRetriever:
                 f"(letters, digits, underscores). Got {table!r} instead."
             )
         if not isinstance(ef_search, int) or not 1 <= ef_search <= 1000:
-            raise ValueError(f"The 'ef_search' parameter of PgvectorRetriever must be an int in [1, 1000]. Got {ef_search!r}.")
+            raise ValueError(
+                f"The 'ef_search' parameter of PgvectorRetriever must be an int in [1, 1000]. Got {ef_search!r}."
+            )
         self.url = url
         self.table = table
         self.embedder = embedder
@@ -110,7 +112,9 @@ class PgvectorRetriever:
 
     # ------------------------------------------------------------------ loading
 
-    def load(self, chunk_ids, embeddings, *, m: int = 16, ef_construction: int = 64, replace: bool = True) -> "PgvectorRetriever":
+    def load(
+        self, chunk_ids, embeddings, *, m: int = 16, ef_construction: int = 64, replace: bool = True
+    ) -> "PgvectorRetriever":
         """Create the table, copy the embeddings in and build the HNSW index.
 
         Parameters
@@ -135,18 +139,18 @@ class PgvectorRetriever:
             if replace:
                 self._connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
             self._connection.execute(
-                sql.SQL("CREATE TABLE {} (position integer PRIMARY KEY, chunk_id text NOT NULL, embedding vector({}))").format(
-                    table, sql.Literal(embeddings.shape[1])
-                )
+                sql.SQL(
+                    "CREATE TABLE {} (position integer PRIMARY KEY, chunk_id text NOT NULL, embedding vector({}))"
+                ).format(table, sql.Literal(embeddings.shape[1]))
             )
             with self._connection.cursor() as cursor:
                 with cursor.copy(sql.SQL("COPY {} (position, chunk_id, embedding) FROM STDIN").format(table)) as copy:
                     for position, (chunk_id, row) in enumerate(zip(chunk_ids, embeddings)):
                         copy.write_row((position, str(chunk_id), _vector_literal(row)))
             self._connection.execute(
-                sql.SQL("CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})").format(
-                    index, table, sql.Literal(int(m)), sql.Literal(int(ef_construction))
-                )
+                sql.SQL(
+                    "CREATE INDEX {} ON {} USING hnsw (embedding vector_cosine_ops) WITH (m = {}, ef_construction = {})"
+                ).format(index, table, sql.Literal(int(m)), sql.Literal(int(ef_construction)))
             )
             self._connection.execute(sql.SQL("ANALYZE {}").format(table))
         self.hnsw = {"hnsw_m": int(m), "ef_construction": int(ef_construction)}
@@ -200,9 +204,7 @@ class PgvectorRetriever:
                 similarities = cosine_distance_to_similarity(distances)
                 # The index orders by distance; equal distances may come in any order, so sort stably by similarity.
                 order = np.argsort(-similarities, kind="stable")
-                results.append(
-                    RetrievalResult(self.name, tuple(fetched[i][0] for i in order), similarities[order])
-                )
+                results.append(RetrievalResult(self.name, tuple(fetched[i][0] for i in order), similarities[order]))
         return results
 
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
@@ -215,9 +217,9 @@ class PgvectorRetriever:
         """PostgreSQL's plan for one search, to check that the HNSW index is used."""
         from psycopg import sql
 
-        statement = sql.SQL("EXPLAIN SELECT chunk_id FROM {} ORDER BY embedding <=> %(query)s::vector LIMIT %(k)s").format(
-            sql.Identifier(self.table)
-        )
+        statement = sql.SQL(
+            "EXPLAIN SELECT chunk_id FROM {} ORDER BY embedding <=> %(query)s::vector LIMIT %(k)s"
+        ).format(sql.Identifier(self.table))
         with self._connection.transaction(), self._connection.cursor() as cursor:
             self._set_search_options(cursor, k)
             cursor.execute(statement, {"query": _vector_literal(query_vector), "k": int(k)})

@@ -23,7 +23,8 @@ which is what unconverted distances look like.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -74,7 +75,9 @@ def _check_results(name, results, n_queries) -> list[RetrievalResult]:
     return results
 
 
-def retrieve_with(retrievers, queries, *, k: int = 100, fuse=("dense", "bm25_stopwords"), rrf_k: int = 60, rrf_top: int = 50):
+def retrieve_with(
+    retrievers, queries, *, k: int = 100, fuse=("dense", "bm25_stopwords"), rrf_k: int = 60, rrf_top: int = 50
+):
     """Run conforming retrievers on every query and collect results by name.
 
     Parameters
