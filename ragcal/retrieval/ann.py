@@ -109,6 +109,7 @@ def build_faiss_index(embeddings: np.ndarray, spec: DenseIndexSpec) -> faiss.Ind
         index.cp.seed = 1234
         index.train(embeddings)
         index.add(embeddings)
+        index.make_direct_map()  # so that vectors can be read back (reconstruct), as from the flat and HNSW kinds
         return index
 
 

@@ -87,3 +87,11 @@ def test_query_time_parameters_are_read_at_every_search(corpus, exact):
     retriever.index_spec = replace(retriever.index_spec, nprobe=16)  # every cell: exact again, same built index
     assert [r.chunk_ids for r in retriever.search_vectors(corpus.queries, k=10)] == [r.chunk_ids for r in exact]
     assert [r.chunk_ids for r in coarse] != [r.chunk_ids for r in exact]
+
+
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf"])
+def test_vectors_can_be_read_back_from_every_kind(corpus, kind):
+    retriever = DenseRetriever(corpus.chunk_ids, corpus.embeddings, index=kind)
+    np.testing.assert_array_equal(
+        retriever.index.reconstruct_batch(np.array([5, 0, 42])), corpus.embeddings[[5, 0, 42]]
+    )
