@@ -130,7 +130,8 @@ def read_score_log(path, signals=(), *, source: str | None = None) -> pd.DataFra
     else:
         import pyarrow.csv as pa_csv
 
-        check_csv_delimiter(path)
+        if not path.name.lower().endswith(".gz"):
+            check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
         available = _csv_header(path, source)
         wanted = _wanted_columns(available, signals, source)
         # Signals are left to type inference, so that a stray text cell is reported with its line below.

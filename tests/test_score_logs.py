@@ -71,6 +71,9 @@ def test_errors_name_the_file_the_line_and_the_column(tmp_path, frame):
     frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
     with pytest.raises(ValueError, match=r"semi.csv: .*;"):
         read_score_log(tmp_path / "semi.csv", ["my_score"])
+    frame.to_csv(tmp_path / "semi.csv.gz", index=False, sep=";")
+    with pytest.raises(ValueError, match=r"semi.csv.gz: .*;"):
+        read_score_log(tmp_path / "semi.csv.gz", ["my_score"])
     (tmp_path / "fake.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match=r"fake.parquet: cannot be read as Parquet"):
         read_score_log(tmp_path / "fake.parquet", ["my_score"])

@@ -59,7 +59,8 @@ class DenseIndexSpec:
     def __post_init__(self):
         if self.kind not in DENSE_INDEXES:
             raise ValueError(
-                f"The 'index' parameter of DenseRetriever must be one of {DENSE_INDEXES}. Got {self.kind!r} instead."
+                f"The 'index' parameter of DenseRetriever (DenseIndexSpec.kind) must be one of {DENSE_INDEXES}. "
+                f"Got {self.kind!r} instead."
             )
         for name in ("hnsw_m", "ef_construction", "ef_search", "nprobe"):
             value = getattr(self, name)
