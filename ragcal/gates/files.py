@@ -152,7 +152,10 @@ def index_options(provenance: dict) -> dict:
         options["model"] = provenance["model"]
     if provenance.get("excluded") is not None:
         options["exclude"] = tuple(provenance["excluded"])
-    if provenance.get(DENSE_INDEX_KEY):
+    from ..retrieval.ann import DENSE_INDEXES
+
+    # A faiss kind is rebuilt; another engine's (e.g. "pgvector-hnsw") is not, and check_provenance then says so.
+    if provenance.get(DENSE_INDEX_KEY) in DENSE_INDEXES:
         options["dense_index"] = provenance[DENSE_INDEX_KEY]
     return options
 

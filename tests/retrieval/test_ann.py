@@ -77,6 +77,10 @@ def test_a_gate_fitted_on_another_index_kind_is_refused():
     # Gate files written before the index kind was recorded are still accepted.
     check_provenance({"model_fingerprint": "m"}, {"model_fingerprint": "m", "dense_index": "hnsw"})
     assert index_options({"dense_index": "hnsw"}) == {"dense_index": "hnsw"}
+    # A gate fitted on another engine's scores cannot be rebuilt in faiss: refused by name, not rebuilt as flat.
+    assert index_options({"dense_index": "pgvector-hnsw"}) == {}
+    with pytest.raises(GateFileError, match="fitted on 'pgvector-hnsw' dense scores but the index uses 'flat'"):
+        check_provenance({"model_fingerprint": "m", "dense_index": "pgvector-hnsw"}, {"model_fingerprint": "m"})
 
 
 def test_query_time_parameters_are_read_at_every_search(corpus, exact):
