@@ -60,6 +60,13 @@ def _add_index_options(parser: argparse.ArgumentParser) -> None:
         help="embedding cache folder (default: $RAGCAL_CACHE_DIR or the user cache dir)",
     )
     parser.add_argument("--no-cache", action="store_true", help="embed everything, read and write no cache")
+    parser.add_argument(
+        "--dense-index",
+        choices=("flat", "hnsw", "ivf"),
+        default="flat",
+        help="faiss index for dense search: flat (exact, default), hnsw or ivf (approximate: fit thresholds on the "
+        "index you serve, see docs/approximate_search.md)",
+    )
 
 
 def _add_rerank_options(parser: argparse.ArgumentParser, *, depth: bool = True) -> None:
@@ -130,6 +137,7 @@ def _score(queries_path, out, runs, args):
         reranker=args.reranker,
         rerank_depth=args.rerank_depth or 50,
         **_access_options(args),
+        dense_index=args.dense_index,
     )
     _report_visibility(index)
     config = {**index.config, "queries": str(queries_path)}
@@ -258,19 +266,55 @@ def _fallback_lines(repeated) -> list[str]:
     return lines
 
 
+def _print_log_summary(table, args, higher) -> None:
+    """Per-slice statistics and the AUC with its interval, saying how the interval was made."""
+    import warnings
+
+    from .metrics import DegenerateInputWarning, group_stats
+    from .score_logs import log_auc_table
+
+    stats = group_stats(table, [args.signal]).drop(columns="signal")
+    print(stats.to_string(index=False, float_format=lambda value: f"{value:.4f}"))
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("ignore", DegenerateInputWarning)
+        auc = log_auc_table(table, args.signal, higher_is_answerable=higher, random_state=args.seed)
+    for row in auc.itertuples():
+        if row.auc != row.auc:  # NaN: one class or a constant score
+            print(f"AUC (answerable vs {row.comparison}): n/a")
+            continue
+        scheme = (
+            f"stratified bootstrap, 2000 resamples of all {row.n_answerable + row.n_unanswerable} rows"
+            if row.interval == "bootstrap"
+            else f"m-out-of-n bootstrap, 2000 resamples of a stratified {row.bootstrap_rows}-row subsample, "
+            "rescaled to every row"
+        )
+        print(f"AUC (answerable vs {row.comparison}): {row.auc:.4f} [{row.ci_low:.4f}, {row.ci_high:.4f}] ({scheme})")
+
+
+def _write_log_sweep(table, args, higher, thresholds) -> None:
+    from ._io import atomic_write_text
+    from .score_logs import log_sweep
+
+    swept = log_sweep(table, args.signal, thresholds=thresholds, higher_is_answerable=higher)
+    atomic_write_text(args.sweep, swept.to_csv(index=False))
+    print(f"\nsweep ({swept.attrs['scheme']}; exact counts): {len(swept)} thresholds written to {args.sweep}")
+
+
 def _calibrate(args) -> None:
     import math
 
     import pandas as pd
 
     from .calibration import heldout_outcomes, parse_rule
-    from .metrics import check_score_table, outcome_table
+    from .metrics import outcome_table
+    from .score_logs import read_score_log
     from .signals import SIGNALS
 
     rules = args.rule or ["keep@1.0"]
     for rule in rules:
         parse_rule(rule)
-    table = check_score_table(_read_table(args.scores), [args.signal], source=str(args.scores))
+    # CSV or Parquet, only the needed columns, through pyarrow (ragcal.score_logs): fine for millions of rows.
+    table = read_score_log(args.scores, [args.signal])
     higher = not args.lower_is_answerable
     if not args.lower_is_answerable and args.signal in SIGNALS:
         higher = SIGNALS[args.signal].higher_is_answerable
@@ -278,6 +322,7 @@ def _calibrate(args) -> None:
         f"{args.scores}: {len(table)} queries; signal {args.signal} "
         f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial"
     )
+    _print_log_summary(table, args, higher)
     # One class only: the other class's rates have no questions to count; say so rather than print nan%.
     undefined = {}
     if table["answerable"].all():
@@ -289,8 +334,10 @@ def _calibrate(args) -> None:
             f"{args.scores}: no answerable questions; the share of answerable questions kept is undefined "
             "(shown as n/a), and keep@ rules have no threshold"
         )
+    fitted_thresholds = []
     for rule in rules:
         threshold = _fit_in_sample(rule, table, args, higher)
+        fitted_thresholds.append(threshold)
         if math.isnan(threshold):
             print(f"\n{rule}: no threshold (it keeps a share of the answerable questions, and there are none)")
             continue
@@ -313,6 +360,8 @@ def _calibrate(args) -> None:
                 f"  {group:<28} {outcome[group]:6.1%}  ({int(outcome[group + '_k'])}/{int(size)})  "
                 f"[{outcome[group + '_low']:.1%}, {outcome[group + '_high']:.1%}]"
             )
+    if args.sweep is not None:
+        _write_log_sweep(table, args, higher, fitted_thresholds)
     if args.heldout:
         repeated = heldout_outcomes(
             table,
@@ -637,7 +686,7 @@ def main(argv=None) -> int:
         description="Works on any CSV with 'answerable' (true/false), 'slice' and a numeric signal column, "
         "for instance scores logged by a production system.",
     )
-    calibrate.add_argument("scores", type=Path, help="score table CSV")
+    calibrate.add_argument("scores", type=Path, help="score table: CSV (also .csv.gz) or Parquet (.parquet, .pq)")
     calibrate.add_argument("--signal", default="dense_top1", help="signal column (default dense_top1)")
     calibrate.add_argument(
         "--rule",
@@ -662,6 +711,14 @@ def main(argv=None) -> int:
         help="also fit on half of each slice and score the other half, over N random splits",
     )
     calibrate.add_argument("--seed", type=int, default=0)
+    calibrate.add_argument(
+        "--sweep",
+        type=Path,
+        default=None,
+        metavar="OUT.csv",
+        help="write the per-slice sweep with exact counts and intervals (every distinct score up to 20,000 of "
+        "them, else a 1,001-point grid) plus the fitted thresholds",
+    )
 
     sweep_chunks = commands.add_parser(
         "sweep-chunking",

@@ -421,14 +421,17 @@ def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score t
         )
     table = table.copy()
     if table["answerable"].dtype != bool:
-        labels = [parse_answerable(value) for value in table["answerable"].tolist()]
-        bad = [position for position, label in enumerate(labels) if label is None]
-        if bad:
+        # Parse each distinct cell once: a logged table of millions of rows holds a handful of spellings.
+        codes, distinct = pd.factorize(table["answerable"], use_na_sentinel=False)
+        labels = [parse_answerable(value) for value in pd.Index(distinct).tolist()]
+        bad_codes = [code for code, label in enumerate(labels) if label is None]
+        if bad_codes:
+            first = int(np.flatnonzero(np.isin(codes, bad_codes))[0])
             raise ValueError(
-                f"{source}, line {bad[0] + 2}, column 'answerable': {ANSWERABLE_EXPECTED}, got "
-                f"{describe_cell(table['answerable'].iloc[bad[0]])}"
+                f"{source}, line {first + 2}, column 'answerable': {ANSWERABLE_EXPECTED}, got "
+                f"{describe_cell(table['answerable'].iloc[first])}"
             )
-        table["answerable"] = np.array(labels, dtype=bool)
+        table["answerable"] = np.array(labels, dtype=bool)[codes]
     for signal in signals:
         if not pd.api.types.is_numeric_dtype(table[signal]):
             values = table[signal]

@@ -118,7 +118,10 @@ class RetrievalIndex:
             self._views[allowed] = self
             return self
         chunks = [self.chunks[position] for position in keep]
-        bm25 = {name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name) for name, r in self.bm25.items()}
+        bm25 = {
+            name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name, backend=r.backend)
+            for name, r in self.bm25.items()
+        }
         visible_pages = sorted({chunk.doc_path for chunk in chunks})
         config = {**self.config, "documents": visible_pages, "allowed_levels": list(allowed), "n_visible": len(keep)}
         view = RetrievalIndex(
@@ -234,6 +237,7 @@ def build_index(
     allowed_levels=None,
     reranker=None,
     rerank_depth: int = 50,
+    dense_index="flat",
 ) -> RetrievalIndex:
     """Load, chunk, embed (through the cache) and index a Markdown folder.
 
@@ -265,6 +269,10 @@ def build_index(
         embedded, so a bad one fails early.
     rerank_depth : int, default=50
         How many fused candidates a reranker given by name re-scores.
+    dense_index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
+        faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
+        Recorded in ``config`` (``dense_index`` and its parameters): a
+        threshold fitted on approximate scores is on another scale.
     """
     if chunker not in CHUNKERS:
         raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
@@ -285,7 +293,7 @@ def build_index(
     if not chunks:
         raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
     embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
-    dense = DenseRetriever.from_chunks(chunks, embedder)
+    dense = DenseRetriever.from_chunks(chunks, embedder, index=dense_index)
     bm25 = {f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")}
     corpus_digest = hashlib.sha256("\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()).hexdigest()
     config = {
@@ -300,6 +308,7 @@ def build_index(
         **chunking,
         **access.to_dict(),
         **(reranker.to_dict() if reranker is not None else {}),
+        **dense.index_config,
     }
     index = RetrievalIndex(chunks, dense, bm25, config=config, levels=access.levels(chunks), reranker=reranker)
     return index.restrict(allowed_levels) if allowed_levels is not None else index

@@ -52,9 +52,12 @@ PROVENANCE_KEYS = (
     "access_map_sha256",
     "default_access",
     "allowed_levels",
+    "dense_index",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")
+#: The dense index kind must match too: approximate search lowers top-1 scores (docs/approximate_search.md).
+DENSE_INDEX_KEY = "dense_index"
 
 
 class GateFileError(ValueError):
@@ -135,6 +138,12 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
                 f"{source}: fitted with {key}={provenance[key]!r} but the index has {key}={config.get(key)!r}; "
                 "chunking changes the score scale: build the index with the gate's chunking, or fit again"
             )
+    if DENSE_INDEX_KEY in provenance and provenance[DENSE_INDEX_KEY] != config.get(DENSE_INDEX_KEY, "flat"):
+        raise GateFileError(
+            f"{source}: fitted on {provenance[DENSE_INDEX_KEY]!r} dense scores but the index uses "
+            f"{config.get(DENSE_INDEX_KEY, 'flat')!r}; approximate search changes the top-1 scores: build the index "
+            "with the gate's dense_index, or fit again (docs/approximate_search.md)"
+        )
     if "rerank" in retrievers and provenance.get("reranker_fingerprint") != config.get("reranker_fingerprint"):
         raise GateFileError(
             f"{source}: the gate reads reranker scores fitted with reranker "
@@ -171,6 +180,11 @@ def index_options(provenance: dict) -> dict:
     if provenance.get("reranker"):
         options["reranker"] = provenance["reranker"]
         options["rerank_depth"] = int(provenance.get("rerank_depth") or 50)
+    from ..retrieval.ann import DENSE_INDEXES
+
+    # A faiss kind is rebuilt; another engine's (e.g. "pgvector-hnsw") is not, and check_provenance then says so.
+    if provenance.get(DENSE_INDEX_KEY) in DENSE_INDEXES:
+        options["dense_index"] = provenance[DENSE_INDEX_KEY]
     return options
 
 

@@ -1,4 +1,9 @@
-"""BM25 retrieval with rank-bm25 (Okapi BM25, k1=1.5, b=0.75).
+"""Okapi BM25 retrieval (k1=1.5, b=0.75, epsilon=0.25), with rank-bm25's scores.
+
+Two backends give the same scores (tested to 1e-12): ``"sparse"`` (the
+default), a vectorised scipy core in :mod:`ragcal.retrieval.bm25_sparse` that
+scales to hundreds of thousands of chunks, and ``"rank_bm25"``, the reference
+library's ``BM25Okapi``, kept as the reference in tests.
 
 Tokenizer: lower-case, then every maximal run of letters, digits and
 underscores is a token (``response_model`` stays one token, ``/items/{id}``
@@ -20,13 +25,17 @@ from rank_bm25 import BM25Okapi
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from .base import RetrievalResult
+from .bm25_sparse import SparseBM25
 
-__all__ = ["BM25Retriever", "tokenize", "TOKENIZERS"]
+__all__ = ["BM25Retriever", "tokenize", "TOKENIZERS", "BM25_BACKENDS"]
 
 _WORD = re.compile(r"\w+")
 
 #: Names accepted by :func:`tokenize` and :class:`BM25Retriever`.
 TOKENIZERS = ("raw", "stopwords")
+
+#: Names accepted by the ``backend`` parameter of :class:`BM25Retriever`.
+BM25_BACKENDS = ("sparse", "rank_bm25")
 
 
 def tokenize(text: str, *, variant: str = "raw") -> list[str]:
@@ -49,9 +58,18 @@ class BM25Retriever:
     variant : {"raw", "stopwords"}, default="raw"
     name : str, default=None
         Defaults to ``"bm25_<variant>"``.
+    backend : {"sparse", "rank_bm25"}, default="sparse"
+        ``"sparse"``: :class:`~ragcal.retrieval.bm25_sparse.SparseBM25`;
+        ``"rank_bm25"``: the reference ``rank_bm25.BM25Okapi``. Same scores.
     """
 
-    def __init__(self, chunk_ids, texts, *, variant: str = "raw", name: str | None = None):
+    def __init__(
+        self, chunk_ids, texts, *, variant: str = "raw", name: str | None = None, backend: str = "sparse"
+    ):
+        if backend not in BM25_BACKENDS:
+            raise ValueError(
+                f"The 'backend' parameter of BM25Retriever must be one of {BM25_BACKENDS}. Got {backend!r} instead."
+            )
         if len(chunk_ids) != len(texts):
             raise ValueError(f"{len(chunk_ids)} chunk ids but {len(texts)} texts")
         if not len(texts):
@@ -59,9 +77,14 @@ class BM25Retriever:
         self.chunk_ids = list(chunk_ids)
         self.variant = variant
         self.name = name or f"bm25_{variant}"
+        self.backend = backend
         corpus_tokens = [tokenize(text, variant=variant) for text in texts]
         # rank-bm25 divides by the average document length; keep it positive.
-        self.bm25 = BM25Okapi([tokens or [""] for tokens in corpus_tokens])
+        padded = [tokens or [""] for tokens in corpus_tokens]
+        if backend == "sparse":
+            self.bm25 = SparseBM25(padded)  # same ``idf`` attribute as BM25Okapi
+            return
+        self.bm25 = BM25Okapi(padded)
         postings: dict[str, list[int]] = defaultdict(list)
         for position, tokens in enumerate(corpus_tokens):
             for token in set(tokens):
@@ -69,15 +92,33 @@ class BM25Retriever:
         self._postings = {token: np.asarray(positions) for token, positions in postings.items()}
 
     @classmethod
-    def from_chunks(cls, chunks, *, variant: str = "raw", name: str | None = None) -> "BM25Retriever":
-        return cls([chunk.chunk_id for chunk in chunks], [chunk.text for chunk in chunks], variant=variant, name=name)
+    def from_chunks(
+        cls, chunks, *, variant: str = "raw", name: str | None = None, backend: str = "sparse"
+    ) -> "BM25Retriever":
+        return cls(
+            [chunk.chunk_id for chunk in chunks],
+            [chunk.text for chunk in chunks],
+            variant=variant,
+            name=name,
+            backend=backend,
+        )
 
     def search_one(self, query: str, *, k: int = 100) -> RetrievalResult:
-        tokens = [token for token in tokenize(query, variant=self.variant) if token in self._postings]
-        if not tokens:
+        if self.backend == "sparse":
+            matched, scores = self.bm25.score(tokenize(query, variant=self.variant))
+        else:
+            tokens = [token for token in tokenize(query, variant=self.variant) if token in self._postings]
+            if not tokens:
+                return RetrievalResult(self.name, (), np.empty(0))
+            matched = np.unique(np.concatenate([self._postings[token] for token in tokens]))
+            scores = np.asarray(self.bm25.get_batch_scores(tokens, matched.tolist()), dtype=np.float64)
+        if matched.size == 0:
             return RetrievalResult(self.name, (), np.empty(0))
-        matched = np.unique(np.concatenate([self._postings[token] for token in tokens]))
-        scores = np.asarray(self.bm25.get_batch_scores(tokens, matched.tolist()), dtype=np.float64)
+        if 0 < k < matched.size:
+            # Keep every score tied with the k-th best, so the stable sort below breaks ties as on the full list.
+            kth_best = np.partition(scores, matched.size - k)[matched.size - k]
+            candidates = np.flatnonzero(scores >= kth_best)
+            matched, scores = matched[candidates], scores[candidates]
         order = np.argsort(-scores, kind="stable")[:k]  # ties keep corpus order
         return RetrievalResult(self.name, tuple(self.chunk_ids[matched[i]] for i in order), scores[order])
 

@@ -1,10 +1,10 @@
-"""Dense retrieval: exact cosine search with faiss ``IndexFlatIP``."""
+"""Dense retrieval: cosine search with faiss, exact (``IndexFlatIP``) by default, HNSW or IVF on request."""
 
 from __future__ import annotations
 
-import faiss
 import numpy as np
 
+from .ann import DenseIndexSpec, build_faiss_index, configure_search, index_config
 from .base import RetrievalResult
 
 __all__ = ["DenseRetriever"]
@@ -21,26 +21,38 @@ class DenseRetriever:
     embedder : Embedder, default=None
         Used by :meth:`search` to embed query strings.
     name : str, default="dense"
+    index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
+        ``"flat"`` is exact. The approximate kinds can miss the best chunk,
+        which lowers the top-1 score: a threshold fitted on one kind is not
+        on the scale of another (see :mod:`ragcal.retrieval.ann`). A string
+        uses :class:`~ragcal.retrieval.ann.DenseIndexSpec`'s defaults. Its
+        query-time parameters (``ef_search``, ``nprobe``) are read from
+        :attr:`index_spec` at every search.
     """
 
-    def __init__(self, chunk_ids, embeddings, *, embedder=None, name: str = "dense"):
+    def __init__(self, chunk_ids, embeddings, *, embedder=None, name: str = "dense", index="flat"):
         embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
         if embeddings.ndim != 2 or embeddings.shape[0] != len(chunk_ids):
             raise ValueError(f"embeddings must have shape ({len(chunk_ids)}, dim); got {embeddings.shape}")
         self.chunk_ids = list(chunk_ids)
         self.embedder = embedder
         self.name = name
-        self.index = faiss.IndexFlatIP(embeddings.shape[1])
-        self.index.add(embeddings)
+        self.index_spec = index if isinstance(index, DenseIndexSpec) else DenseIndexSpec(kind=index)
+        self.index = build_faiss_index(embeddings, self.index_spec)
+
+    @property
+    def index_config(self) -> dict:
+        """Kind and parameters of the faiss index, for provenance."""
+        return index_config(self.index_spec, len(self.chunk_ids))
 
     @classmethod
-    def from_chunks(cls, chunks, embedder, *, name: str = "dense") -> "DenseRetriever":
+    def from_chunks(cls, chunks, embedder, *, name: str = "dense", index="flat") -> "DenseRetriever":
         """Embed ``chunk.text`` of every chunk (through the cache) and index it."""
         embeddings = embedder.encode([chunk.text for chunk in chunks])
-        return cls([chunk.chunk_id for chunk in chunks], embeddings, embedder=embedder, name=name)
+        return cls([chunk.chunk_id for chunk in chunks], embeddings, embedder=embedder, name=name, index=index)
 
     def subset(self, positions) -> "DenseRetriever":
-        """A retriever over the chunks at ``positions`` only (a new exact index of their vectors).
+        """A retriever over the chunks at ``positions`` only (a new index of their vectors, of the same kind).
 
         Searching it searches within the subset, so ``k`` results come back
         whenever the subset holds ``k`` chunks; nothing outside it can appear
@@ -48,7 +60,8 @@ class DenseRetriever:
         """
         positions = np.asarray(positions, dtype=np.int64).reshape(-1)
         vectors = self.index.reconstruct_batch(positions) if len(positions) else np.zeros((0, self.index.d), np.float32)
-        return type(self)([self.chunk_ids[i] for i in positions], vectors, embedder=self.embedder, name=self.name)
+        ids = [self.chunk_ids[i] for i in positions]
+        return type(self)(ids, vectors, embedder=self.embedder, name=self.name, index=self.index_spec)
 
     def search_vectors(self, query_vectors, *, k: int = 100) -> list[RetrievalResult]:
         """Top ``k`` chunks for each row of ``query_vectors`` (L2-normalised)."""
@@ -56,6 +69,7 @@ class DenseRetriever:
         k = min(k, len(self.chunk_ids))
         if k == 0 or query_vectors.shape[0] == 0:
             return [RetrievalResult(self.name, (), np.empty(0)) for _ in range(query_vectors.shape[0])]
+        configure_search(self.index, self.index_spec, k)
         scores, indices = self.index.search(query_vectors, k)
         results = []
         for row_scores, row_indices in zip(scores, indices):
