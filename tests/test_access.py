@@ -302,3 +302,16 @@ def test_ask_binds_the_gate_to_the_callers_view(tmp_path):
     assert not leaks(decisions[0].message + table.to_csv(), {"doc00.md"})
     decisions, _ = ask(gate, index, ["cookie header"])  # the whole index: the restricted page is the closest
     assert "zqhead00x" in decisions[0].message
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivf"])
+def test_a_view_keeps_the_approximate_index_kind(tmp_path, kind):
+    root = tmp_path / "docs"
+    root.mkdir()
+    pages = [("restricted" if n % 3 == 0 else "public", [[VOCABULARY[n % len(VOCABULARY)], "cookie"]]) for n in range(30)]
+    write_corpus(root, pages, front_matter=True)
+    index = build_index(root, embedder=HashEmbedder(), exclude=(), dense_index=kind)
+    view = index.restrict("public")
+    assert view.dense.index_spec.kind == kind and view.config["dense_index"] == kind
+    result = view.dense.search(["cookie"], k=5)[0]
+    assert len(result) == 5 and all(int(chunk_id[3:5]) % 3 for chunk_id in result.chunk_ids)
