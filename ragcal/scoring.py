@@ -25,6 +25,7 @@ from .datasets import default_exclude
 from .embedding import DEFAULT_MODEL, Embedder
 from .metrics import SCORE_KEY_COLUMNS
 from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
+from .retrieval.diagnostics import attach_diagnostics
 from .signals import SIGNALS, compute_signals
 
 __all__ = [
@@ -74,8 +75,18 @@ class RetrievalIndex:
     def retriever_names(self) -> tuple[str, ...]:
         return ("dense", *self.bm25, "rrf")
 
-    def retrieve(self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50) -> dict[str, list]:
+    def retrieve(
+        self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50, diagnostics: bool = True
+    ) -> dict[str, list]:
         """Run every retriever on every query.
+
+        Parameters
+        ----------
+        diagnostics : bool, default=True
+            Attach each retriever's per-query diagnostics to its results
+            (:func:`ragcal.retrieval.diagnostics.attach_diagnostics`), which
+            signals such as ``bm25_norm_raw`` or ``dense_centroid_cosine`` read;
+            without them those signals are NaN.
 
         Returns
         -------
@@ -84,13 +95,18 @@ class RetrievalIndex:
             ``dense``, ``bm25_raw``, ``bm25_stopwords`` and ``rrf``.
         """
         queries = [str(query) for query in queries]
-        retrieved = {"dense": self.dense.search(queries, k=depth)}
+        query_vectors = self.dense.encode_queries(queries)
+        retrieved = {"dense": self.dense.search_vectors(query_vectors, k=depth)}
         for name, retriever in self.bm25.items():
             retrieved[name] = retriever.search(queries, k=depth)
         retrieved["rrf"] = [
             reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
             for position in range(len(queries))
         ]
+        if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics.py)
+            retrieved = attach_diagnostics(
+                retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors
+            )
         return retrieved
 
 
