@@ -43,6 +43,7 @@ __all__ = [
     "get_signal",
     "compute_signals",
     "unregister_signal",
+    "load_signals_module",
 ]
 
 
@@ -137,6 +138,38 @@ def register_signal(
         return function
 
     return decorator
+
+
+def load_signals_module(path):
+    """Import a Python file so that the signals it registers join the registry (``ragcal --signals-module``).
+
+    The module is named ``ragcal_signals_<file stem>``, so loading the same file
+    again replaces its signals instead of clashing with them.
+
+    Returns
+    -------
+    list of str
+        The names the file registered or redefined, in registry order.
+    """
+    import importlib.util
+    import re
+    import sys
+    from pathlib import Path
+
+    path = Path(path)
+    if path.suffix != ".py" or not path.is_file():
+        raise ValueError(f"The 'signals module' must be an existing .py file. Got {str(path)!r} instead.")
+    name = "ragcal_signals_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    before = {key: signal.function for key, signal in SIGNALS.items()}
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        del sys.modules[name]
+        raise
+    return [key for key, signal in SIGNALS.items() if before.get(key) is not signal.function]
 
 
 def _origin(function) -> str:
