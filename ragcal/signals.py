@@ -289,7 +289,8 @@ def dense_top10_drop(results):
     scores = _dense_top_k(results)
     if scores.size < 2:
         return float("nan")
-    return float(-np.polyfit(np.arange(1, scores.size + 1), scores, 1)[0])
+    ranks = np.arange(1, scores.size + 1) - (scores.size + 1) / 2  # centred ranks
+    return float(-(ranks * (scores - scores.mean())).sum() / (ranks**2).sum())
 
 
 # --------------------------------------------------------------------------- length-normalised BM25

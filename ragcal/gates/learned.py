@@ -197,34 +197,38 @@ def _check_signals(table: pd.DataFrame, signals, function: str) -> tuple:
     return signals
 
 
+def _fit_matrix(X: np.ndarray, labels: np.ndarray, signals: tuple, estimator, random_state):
+    if labels.all() or not labels.any():
+        raise ValueError("fit_learned_score needs answerable and unanswerable calibration questions; got one class")
+    pipeline = learned_pipeline(estimator, random_state=random_state).fit(X, labels)
+    model = pipeline.named_steps["model"]
+    coef = getattr(model, "coef_", None)
+    if type(model).__name__ == "LogisticRegression" and np.ndim(coef) == 2 and coef.shape[0] == 1:
+        scaler = pipeline.named_steps["scale"]
+        params = {key: value for key, value in model.get_params().items() if isinstance(value, (int, float, str))}
+        return LinearScore(
+            signals, scaler.mean_, scaler.scale_, coef[0], float(model.intercept_[0]), params=params
+        )
+    return SklearnScore(signals, pipeline)
+
+
 def fit_learned_score(table: pd.DataFrame, signals, *, estimator=None, random_state=0):
     """Fit the pipeline on ``table`` (``answerable`` as the label); a :class:`LinearScore` when the model is linear.
+
+    BLAS runs single-threaded here: on these tiny problems threads only add overhead (five times slower on two
+    busy cores).
 
     Returns
     -------
     LinearScore or SklearnScore
     """
+    from threadpoolctl import threadpool_limits
+
     signals = _check_signals(table, signals, "fit_learned_score")
-    labels = table["answerable"].to_numpy(dtype=bool)
-    if labels.all() or not labels.any():
-        raise ValueError("fit_learned_score needs answerable and unanswerable calibration questions; got one class")
-    pipeline = learned_pipeline(estimator, random_state=random_state).fit(_matrix(table, signals), labels)
-    model = pipeline.named_steps["model"]
-    coef = getattr(model, "coef_", None)
-    linear = coef is not None and np.ndim(coef) == 2 and coef.shape[0] == 1 and hasattr(model, "predict_proba")
-    if linear and type(model).__name__ == "LogisticRegression":
-        scaler = pipeline.named_steps["scale"]
-        params = {key: value for key, value in model.get_params().items() if isinstance(value, (int, float, str))}
-        return LinearScore(
-            signals,
-            scaler.mean_,
-            scaler.scale_,
-            coef[0],
-            float(model.intercept_[0]),
-            model="logistic_regression",
-            params=params,
+    with threadpool_limits(1):
+        return _fit_matrix(
+            _matrix(table, signals), table["answerable"].to_numpy(dtype=bool), signals, estimator, random_state
         )
-    return SklearnScore(signals, pipeline)
 
 
 def crossfit_scores(table: pd.DataFrame, signals, *, estimator=None, n_folds: int = 5, random_state=0) -> np.ndarray:
@@ -234,16 +238,19 @@ def crossfit_scores(table: pd.DataFrame, signals, *, estimator=None, n_folds: in
     not see the optimistic in-sample scores of the rows the model was trained on.
     """
     from sklearn.model_selection import StratifiedKFold
+    from threadpoolctl import threadpool_limits
 
     signals = _check_signals(table, signals, "crossfit_scores")
-    strata = table["slice"].astype(str) + "|" + table["answerable"].astype(str)
-    smallest = int(strata.value_counts().min())
+    strata = (table["slice"].astype(str) + "|" + table["answerable"].astype(str)).to_numpy()
+    smallest = int(pd.Series(strata).value_counts().min())
     n_folds = max(2, min(n_folds, smallest))
     folds = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=random_state)
+    X, labels = _matrix(table, signals), table["answerable"].to_numpy(dtype=bool)
     scores = np.full(len(table), np.nan)
-    for train, test in folds.split(np.zeros(len(table)), strata):
-        model = fit_learned_score(table.iloc[train], signals, estimator=estimator, random_state=random_state)
-        scores[test] = model.score(_matrix(table.iloc[test], signals))
+    with threadpool_limits(1):
+        for train, test in folds.split(X, strata):
+            model = _fit_matrix(X[train], labels[train], signals, estimator, random_state)
+            scores[test] = model.score(X[test])
     return scores
 
 

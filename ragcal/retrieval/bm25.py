@@ -101,7 +101,7 @@ class BM25Retriever:
         return float(np.log((len(self.chunk_ids) + 0.5) / 0.5))
 
     def positions_with(self, token: str) -> np.ndarray:
-        """Positions (in :attr:`chunk_ids`) of the chunks that contain ``token``; empty when none does."""
+        """Positions (in :attr:`chunk_ids`, ascending) of the chunks that contain ``token``; empty when none does."""
         return self._postings.get(token, np.empty(0, dtype=np.intp))
 
     def position_of(self, chunk_id: str) -> int:

@@ -58,6 +58,14 @@ PAGE_NEIGHBOURS = 5
 _NAN = float("nan")
 
 
+def _contains_any(sorted_positions: np.ndarray, wanted: np.ndarray) -> bool:
+    """Whether any of ``wanted`` is in ``sorted_positions`` (ascending), by binary search."""
+    if sorted_positions.size == 0 or wanted.size == 0:
+        return False
+    found = np.minimum(np.searchsorted(sorted_positions, wanted), sorted_positions.size - 1)
+    return bool((sorted_positions[found] == wanted).any())
+
+
 def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, depth: int = COVERAGE_DEPTH) -> dict:
     """``max_score``, ``coverage_top`` and ``coverage_corpus`` of one query (see the module docstring).
 
@@ -75,7 +83,7 @@ def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, 
     in_corpus = ~np.isnan(distinct_idf)
     weights = np.where(in_corpus, distinct_idf, retriever.unseen_idf())
     top = np.array([retriever.position_of(chunk_id) for chunk_id in result.chunk_ids[:depth]], dtype=np.intp)
-    in_top = np.array([bool(np.isin(retriever.positions_with(token), top).any()) for token in distinct])
+    in_top = np.array([_contains_any(retriever.positions_with(token), top) for token in distinct], dtype=bool)
     total = weights.sum()
     return {
         "max_score": max_score,
