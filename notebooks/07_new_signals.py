@@ -47,6 +47,7 @@ figures_dir = figures_dir or FIGURES_DIR
 # attached to its result (here the query's cosine to the corpus centroid), so it only ever sees the chunks that
 # retriever holds. Re-running this cell replaces the signal.
 
+
 # %%
 @register_signal("dense_lift_over_domain", retrievers=("dense",))
 def dense_lift_over_domain(results):

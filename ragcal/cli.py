@@ -421,7 +421,11 @@ def _fit_gate(args) -> None:
 
         def fit(table):
             return fit_learned_gate(
-                table, args.rule, signals=needed, hedge_rule=args.hedge_rule, delta=args.delta,
+                table,
+                args.rule,
+                signals=needed,
+                hedge_rule=args.hedge_rule,
+                delta=args.delta,
                 max_passages=args.max_passages,
             )
 

@@ -25,10 +25,10 @@ from sklearn.metrics import roc_auc_score
 from ._io import atomic_write_text
 from .calibration import fit_threshold
 from .chunk_sweep import DEFAULT_VARIANT, MEASURES
-from .report import format_interval
-from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
-from .signals import SIGNALS
 from .learned_study import learned_transfer
+from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
+from .report import format_interval
+from .signals import SIGNALS
 
 __all__ = [
     "auc_side_by_side",
@@ -274,7 +274,11 @@ def learned_transfer_text(transfer: pd.DataFrame, titles: dict, own: dict) -> st
                     f" (a learned gate fitted on the {titles[applied_to]} itself refuses {home.iloc[0]['mean']:.0%} "
                     "of them, held out)"
                 )
-        keeps = "closer to" if drift_learned < drift_threshold else ("as close to" if drift_learned == drift_threshold else "further from")
+        keeps = (
+            "closer to"
+            if drift_learned < drift_threshold
+            else ("as close to" if drift_learned == drift_threshold else "further from")
+        )
         claims.append(
             f"- Fitted on the {titles[fitted_on]}, applied to the {titles[applied_to]}: the learned gate keeps "
             f"{learned['answerable_kept']:.0%} of the answerable questions, {keeps} the 95% it was fitted for than "

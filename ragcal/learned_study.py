@@ -136,7 +136,9 @@ def heldout_learned(
         fitting, evaluation = table[calibration].reset_index(drop=True), table[~calibration].reset_index(drop=True)
         answerable = evaluation["answerable"].to_numpy(dtype=bool)
         comparisons = [(ALL_UNANSWERABLE, ~answerable)]
-        comparisons += [(name, (evaluation["slice"] == name).to_numpy() & ~answerable) for name in unanswerable_slices(evaluation)]
+        comparisons += [
+            (name, (evaluation["slice"] == name).to_numpy() & ~answerable) for name in unanswerable_slices(evaluation)
+        ]
         gates = {baseline_gate_name(baseline): fit_threshold_gate(fitting, baseline, rule)}
         for name, signals in signal_sets.items():
             gates[f"learned {name}"] = fit_learned_gate(
@@ -325,16 +327,28 @@ def learned_transfer(
                     if row.slice == "answerable" and row.outcome == "answered":
                         group = "answerable_kept"
                     elif row.slice != "answerable" and row.outcome == "refuse":
-                        group = f"{slice_column(row.slice) if row.slice != ALL_UNANSWERABLE else 'unanswerable'}_refused"
+                        group = (
+                            f"{slice_column(row.slice) if row.slice != ALL_UNANSWERABLE else 'unanswerable'}_refused"
+                        )
                     else:
                         continue
                     record.update(
-                        {group: row.share, f"{group}_k": row.k, f"{group}_n": row.n, f"{group}_low": row.low,
-                         f"{group}_high": row.high}
+                        {
+                            group: row.share,
+                            f"{group}_k": row.k,
+                            f"{group}_n": row.n,
+                            f"{group}_low": row.low,
+                            f"{group}_high": row.high,
+                        }
                     )
                 rows.append(record)
             difference = resampled["learned default"] - resampled[baseline_gate_name(baseline)]
             low, high = np.quantile(difference, [0.025, 0.975])
-            rows[-1].update({"auc_difference": rows[-1]["auc"] - rows[-2]["auc"], "auc_difference_low": low,
-                             "auc_difference_high": high})
+            rows[-1].update(
+                {
+                    "auc_difference": rows[-1]["auc"] - rows[-2]["auc"],
+                    "auc_difference_low": low,
+                    "auc_difference_high": high,
+                }
+            )
     return pd.DataFrame(rows)

@@ -576,7 +576,9 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
     for gate in gates:
         record = {"gate": gate}
         for slice_name, outcome in compared:
-            row = outcomes[(outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)]
+            row = outcomes[
+                (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
+            ]
             row = row.iloc[0]
             label = "answerable kept" if outcome == "answered" else f"{slice_name} refused"
             cell = _learned_cell(row, 3, True)
@@ -588,10 +590,14 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
     for gate in gates[1:]:
         parts = []
         for slice_name, outcome in compared:
-            row = outcomes[(outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)]
+            row = outcomes[
+                (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
+            ]
             row = row.iloc[0]
             label = "answerable kept" if outcome == "answered" else f"{slice_name} refused"
-            parts.append(f"{label} {row['verdict']} ({row['difference']:+.1%}, better in {row['better']:.0%} of splits)")
+            parts.append(
+                f"{label} {row['verdict']} ({row['difference']:+.1%}, better in {row['better']:.0%} of splits)"
+            )
         row = auc[(auc["gate"] == gate) & (auc["comparison"] == "all unanswerable")].iloc[0]
         parts.append(f"AUC {row['verdict']} ({row['difference']:+.3f})")
         verdicts.append(f"- `{gate}` against `{baseline_gate}`: " + "; ".join(parts) + ".")
@@ -614,11 +620,15 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
                 {
                     "gate": gate,
                     "signal": row["signal"],
-                    "standardised coefficient": format_interval(row["mean"], row["low"], row["high"], digits=2, sign=True),
+                    "standardised coefficient": format_interval(
+                        row["mean"], row["low"], row["high"], digits=2, sign=True
+                    ),
                     "splits with a positive coefficient": f"{row['positive']:.0%}",
                 }
             )
-    set_lines = [f"- `learned {name}`: {', '.join(f'`{signal}`' for signal in signals)}" for name, signals in sets.items()]
+    set_lines = [
+        f"- `learned {name}`: {', '.join(f'`{signal}`' for signal in signals)}" for name, signals in sets.items()
+    ]
     return "\n".join(
         [
             "## A learned gate against one `dense_top1` threshold (nested held-out)",

@@ -80,7 +80,9 @@ def test_summary_differences_are_paired_per_split():
             "n": 10,
         }
     )
-    coefficients = pd.DataFrame({"split": [0, 1, 2], "gate": "learned pair", "signal": "dense_top1", "coefficient": [1.0, 2.0, -1.0]})
+    coefficients = pd.DataFrame(
+        {"split": [0, 1, 2], "gate": "learned pair", "signal": "dense_top1", "coefficient": [1.0, 2.0, -1.0]}
+    )
     summary = summarize_learned({"auc": auc, "outcomes": outcomes, "coefficients": coefficients})
     learned = summary["auc"].set_index("gate").loc["learned pair"]
     assert learned["difference"] == pytest.approx(np.mean([0.05, 0.02, 0.03]))
@@ -125,7 +127,10 @@ def test_report_section_names_the_protocol_and_the_verdicts():
     heldout = heldout_learned(table, SETS, n_splits=5)
     learned = {**summarize_learned(heldout), "sets": SETS, "n_splits": 5}
     text = learned_gate_section(
-        learned, baseline_gate="threshold dense_top1", default_gate="learned pair", rule="keep@0.95",
+        learned,
+        baseline_gate="threshold dense_top1",
+        default_gate="learned pair",
+        rule="keep@0.95",
         default_signals=SETS["pair"],
     )
     assert "5 stratified half splits" in text

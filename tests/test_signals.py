@@ -150,8 +150,12 @@ def test_sorted_top_k_features_follow_their_formulas():
 def test_info_signals_read_their_retrievers_diagnostics_and_are_nan_without():
     with_info = {
         "dense": ranked("dense", ["a.md"], [0.8], {"centroid_cosine": 0.3, "page_knn_cosine": 0.6}),
-        "bm25_raw": ranked("bm25_raw", ["a.md"], [6.0], {"max_score": 12.0, "coverage_top": 0.75, "coverage_corpus": 1.0}),
-        "bm25_stopwords": ranked("bm25_stopwords", [], [], {"max_score": 5.0, "coverage_top": 0.0, "coverage_corpus": 0.5}),
+        "bm25_raw": ranked(
+            "bm25_raw", ["a.md"], [6.0], {"max_score": 12.0, "coverage_top": 0.75, "coverage_corpus": 1.0}
+        ),
+        "bm25_stopwords": ranked(
+            "bm25_stopwords", [], [], {"max_score": 5.0, "coverage_top": 0.0, "coverage_corpus": 0.5}
+        ),
     }
     names = [
         "bm25_norm_raw",
@@ -177,7 +181,9 @@ def test_info_signals_read_their_retrievers_diagnostics_and_are_nan_without():
 def test_dense_bm25_agreement():
     dense = ranked("dense", ["a.md", "b.md", "a.md", "c.md"], [0.9, 0.8, 0.7, 0.6])
     bm25 = ranked("bm25_stopwords", ["c.md", "d.md", "a.md"], [9.0, 8.0, 7.0])
-    values = compute_signals({"dense": dense, "bm25_stopwords": bm25}, ["dense_bm25_page_overlap", "dense_top_page_bm25_rr"])
+    values = compute_signals(
+        {"dense": dense, "bm25_stopwords": bm25}, ["dense_bm25_page_overlap", "dense_top_page_bm25_rr"]
+    )
     # pages {a, b, c} and {c, d, a}: 2 shared of 4; the dense top page a.md is BM25's third page.
     assert values == {"dense_bm25_page_overlap": 2 / 4, "dense_top_page_bm25_rr": 1 / 3}
     nothing = compute_signals(

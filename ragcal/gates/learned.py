@@ -206,9 +206,7 @@ def _fit_matrix(X: np.ndarray, labels: np.ndarray, signals: tuple, estimator, ra
     if type(model).__name__ == "LogisticRegression" and np.ndim(coef) == 2 and coef.shape[0] == 1:
         scaler = pipeline.named_steps["scale"]
         params = {key: value for key, value in model.get_params().items() if isinstance(value, (int, float, str))}
-        return LinearScore(
-            signals, scaler.mean_, scaler.scale_, coef[0], float(model.intercept_[0]), params=params
-        )
+        return LinearScore(signals, scaler.mean_, scaler.scale_, coef[0], float(model.intercept_[0]), params=params)
     return SklearnScore(signals, pipeline)
 
 
@@ -346,7 +344,11 @@ class LearnedGate(Gate):
             reasons.append(f"learned score {score:.3f} inside the hedge band (fails >= {self.hedge_below:.3f})")
         bar_retriever = self.passages_from if self.passage_floor is not None else None
         passages = cut_passages(
-            results, self.passages_from, bar_retriever=bar_retriever, bar=self.passage_floor, max_passages=self.max_passages
+            results,
+            self.passages_from,
+            bar_retriever=bar_retriever,
+            bar=self.passage_floor,
+            max_passages=self.max_passages,
         )
         if not passages:
             passages = cut_passages(results, self.passages_from, bar_retriever=None, bar=None, max_passages=1)

@@ -153,7 +153,8 @@ def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vect
             continue
         if isinstance(retriever, BM25Retriever):
             output[name] = [
-                _with_info(result, bm25_info(retriever, query, result)) for query, result in zip(queries, retrieved[name])
+                _with_info(result, bm25_info(retriever, query, result))
+                for query, result in zip(queries, retrieved[name])
             ]
         elif isinstance(retriever, DenseRetriever) and query_vectors is not None:
             infos = dense_info(retriever, query_vectors)
