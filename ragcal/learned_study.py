@@ -20,7 +20,8 @@ and ``threshold dense_top1``):
 Intervals are the 2.5th and 97.5th percentiles over splits. The splits
 overlap, so these show how much one split can mislead rather than a
 confidence interval of the mean; a paired difference whose interval excludes
-0 is the claim "better on practically every split".
+0 is the claim "better on practically every split"; "no worse" means the
+2.5th percentile is exactly 0 (better on many splits, equal on the rest).
 """
 
 from __future__ import annotations
@@ -169,11 +170,21 @@ def _percentiles(values: pd.Series) -> dict:
     return {"mean": float(np.nanmean(values)), "low": float(low), "high": float(high)}
 
 
-def _verdict(low: float, high: float) -> str:
+def _verdict(low: float, high: float, mean: float = 0.0) -> str:
+    """From the 2.5th and 97.5th percentile of a paired per-split difference (higher is better).
+
+    Shares of a few questions are discrete, so a gate that is better on most
+    splits and equal on the rest has a 2.5th percentile of exactly 0: that is
+    "no worse", not "better".
+    """
     if low > 0:
         return "better"
     if high < 0:
         return "worse"
+    if low == 0 and mean > 0:
+        return "no worse"
+    if high == 0 and mean < 0:
+        return "no better"
     return "cannot be told apart"
 
 
@@ -207,7 +218,7 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
                 "difference_low": spread["low"],
                 "difference_high": spread["high"],
                 "better": float((difference > 0).mean()),
-                "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"]),
+                "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"], spread["mean"]),
             }
         )
     auc_summary = pd.DataFrame(rows)
@@ -234,7 +245,7 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
                     "difference_low": spread["low"],
                     "difference_high": spread["high"],
                     "better": float((difference > 0).mean()),
-                    "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"]),
+                    "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"], spread["mean"]),
                 }
             )
     outcome_summary = pd.DataFrame(rows)

@@ -136,3 +136,13 @@ def test_report_section_names_the_protocol_and_the_verdicts():
     assert "5 stratified half splits" in text
     assert "`learned pair` against `threshold dense_top1`: answerable kept" in text
     assert "near-domain refused" in text and "Standardised coefficients" in text
+
+
+def test_verdicts_from_paired_percentiles():
+    from ragcal.learned_study import _verdict
+
+    assert _verdict(0.01, 0.2, 0.1) == "better"
+    assert _verdict(-0.2, -0.01, -0.1) == "worse"
+    assert _verdict(0.0, 0.27, 0.15) == "no worse"  # better on most splits, equal on the rest
+    assert _verdict(-0.27, 0.0, -0.15) == "no better"
+    assert _verdict(-0.1, 0.1, 0.0) == "cannot be told apart"
