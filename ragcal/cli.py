@@ -528,11 +528,19 @@ def _gate_corpus(provenance: dict) -> Path:
 def _ask(args) -> None:
     import json
 
-    from .gates import ask, load_gate, read_gate_file
+    from .gates import GateFileError, ask, load_gate, read_gate_file
     from .gates.files import index_options
     from .scoring import build_index
 
-    document = read_gate_file(args.gate)
+    try:
+        document = read_gate_file(args.gate)
+    except GateFileError as error:
+        if "unknown signal" not in str(error):
+            raise
+        raise GateFileError(
+            f"{error}. If the gate reads signals of your own, pass the file that registers them: "
+            "--signals-module FILE.py"
+        ) from error
     ids, questions = _ask_queries(args)
     corpus = args.corpus if args.corpus is not None else _gate_corpus(document["provenance"])
     options = index_options(document["provenance"])

@@ -327,3 +327,23 @@ def test_fit_gate_learned_says_which_default_set_it_uses(tmp_path, capsys):
     assert json.loads(gate_path.read_text())["gate"]["signals"] == list(DEFAULT_LEARNED_SIGNALS)
     assert main(["fit-gate", str(tmp_path / "scores.csv"), "--signals", "dense_top1", "--out", str(gate_path)]) == 2
     assert "add --learned" in capsys.readouterr().err
+
+
+def test_ask_names_the_missing_signals_module(tmp_path, capsys):
+    gate = {
+        "format": "ragcal-gate/1",
+        "gate": {
+            "type": "learned",
+            "signals": ["not_registered_anywhere"],
+            "scaler_mean": [0.0],
+            "scaler_scale": [1.0],
+            "coefficients": [1.0],
+            "intercept": 0.0,
+            "threshold": 0.5,
+        },
+        "provenance": {"model_fingerprint": "m"},
+    }
+    path = write(tmp_path / "gate.json", json.dumps(gate))
+    assert main(["ask", "--gate", str(path), "anything"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown signal 'not_registered_anywhere'" in error and "--signals-module FILE.py" in error
