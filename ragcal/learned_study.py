@@ -55,7 +55,8 @@ __all__ = [
 LEARNED_RULE = "keep@0.95"
 #: The single signal the learned gates are compared with.
 BASELINE_SIGNAL = "dense_top1"
-#: Splits of ``make reproduce`` (the full 1,000: fitting is fast enough, about 10 ms per gate and split).
+#: Splits of ``make reproduce`` (at most this many). The full 1,000 took about 4 minutes per bundled corpus on two
+#: busy cores (three signal sets, a 5-fold out-of-fold threshold each); lower it here if that is too slow.
 LEARNED_SPLITS = 1000
 #: (slice, outcome) pairs with a paired difference; higher is better for each.
 COMPARED_OUTCOMES = (

@@ -38,7 +38,7 @@ from .datasets import BUNDLED, BundledCorpus, bundled
 from .embedding import Embedder
 from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
 from .gates import DEFAULT_LEARNED_SIGNALS
-from .learned_study import LEARNED_RULE, baseline_gate_name, evaluate_learned_gates
+from .learned_study import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
 from .metrics import (
     auc_table,
     group_stats,
@@ -245,7 +245,7 @@ def reproduce_corpus(
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
-    learned = evaluate_learned_gates(table, results_dir, n_splits=n_splits, log=log)
+    learned = evaluate_learned_gates(table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), log=log)
 
     counts = queries["slice"].value_counts()
     published = spec.published
