@@ -178,6 +178,8 @@ def _verdict(low: float, high: float, mean: float = 0.0) -> str:
     splits and equal on the rest has a 2.5th percentile of exactly 0: that is
     "no worse", not "better".
     """
+    if low == high == mean == 0:
+        return "the same on every split"
     if low > 0:
         return "better"
     if high < 0:

@@ -606,11 +606,19 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
     best_line = ""
     if not near.empty:
         best = near.iloc[0]
+        default_near = near[near["gate"] == default_gate]
+        own = coefficients[(coefficients["gate"] == default_gate) & (coefficients["signal"] != "(intercept)")]
+        steady = float(np.maximum(own["positive"], 1 - own["positive"]).min()) if not own.empty else float("nan")
         best_line = (
             f"Of the learned gates, `{best['gate']}` refuses the most near-domain questions at {rule} "
             f"({best['mean']:.1%} on average). `ragcal fit-gate --learned` without `--signals` uses `{default_gate}` "
-            f"({', '.join(f'`{name}`' for name in default_signals)}): a small set whose coefficients are stable "
-            "across splits and that needs no signal beyond the top scores and lexical coverage."
+            f"({', '.join(f'`{name}`' for name in default_signals)})"
+            + (f", which refuses {default_near.iloc[0]['mean']:.1%} of them" if not default_near.empty else "")
+            + (
+                f"; each of its coefficients keeps its sign on at least {steady:.0%} of the splits."
+                if not np.isnan(steady)
+                else "."
+            )
         )
     coefficient_rows = []
     for gate in gates[1:]:
@@ -640,7 +648,8 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
             "other half: no learned score is evaluated on a question it was trained on. Cells: mean over splits "
             "[2.5th, 97.5th percentile]; after the semicolon, the paired per-split difference against the threshold "
             "on the same split. The splits overlap, so the percentiles show how much one split can vary, not a "
-            "confidence interval of the mean; 'better' or 'worse' means the paired interval excludes 0.",
+            "confidence interval of the mean; 'better' or 'worse' means the paired interval excludes 0, 'no worse' "
+            "(or 'no better') that its bound is exactly 0: better (worse) on many splits, equal on the rest.",
             "",
             *set_lines,
             "",

@@ -146,3 +146,9 @@ def test_verdicts_from_paired_percentiles():
     assert _verdict(0.0, 0.27, 0.15) == "no worse"  # better on most splits, equal on the rest
     assert _verdict(-0.27, 0.0, -0.15) == "no better"
     assert _verdict(-0.1, 0.1, 0.0) == "cannot be told apart"
+
+
+def test_a_difference_of_zero_on_every_split_is_called_the_same():
+    from ragcal.learned_study import _verdict
+
+    assert _verdict(0.0, 0.0, 0.0) == "the same on every split"
