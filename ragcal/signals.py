@@ -354,7 +354,8 @@ def bm25_coverage_corpus(results):
 
 
 def _pages(result: RetrievalResult, depth: int) -> list[str]:
-    return list(dict.fromkeys(result.doc_paths()[:depth]))
+    """Distinct pages of the first ``depth`` chunks, in rank order."""
+    return list(dict.fromkeys(chunk_id.rsplit("#", 1)[0] for chunk_id in result.chunk_ids[:depth]))
 
 
 @register_signal("dense_bm25_page_overlap", retrievers=("dense", "bm25_stopwords"))
@@ -381,9 +382,14 @@ def dense_top_page_bm25_rr(results):
     dense = results["dense"]
     if dense.is_empty:
         return float("nan")
-    top_page = dense.doc_paths()[0]
-    lexical = _pages(results["bm25_stopwords"], len(results["bm25_stopwords"]))
-    return 1.0 / (lexical.index(top_page) + 1) if top_page in lexical else 0.0
+    top_page = dense.chunk_ids[0].rsplit("#", 1)[0]
+    seen = set()
+    for chunk_id in results["bm25_stopwords"].chunk_ids:  # pages in BM25's order, until the dense top page
+        page = chunk_id.rsplit("#", 1)[0]
+        if page == top_page:
+            return 1.0 / (len(seen) + 1)
+        seen.add(page)
+    return 0.0
 
 
 # --------------------------------------------------------------------------- domain scores (seed 003, no LLM)

@@ -40,6 +40,7 @@ an LLM.
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from dataclasses import replace
 
 import numpy as np
@@ -58,14 +59,6 @@ PAGE_NEIGHBOURS = 5
 _NAN = float("nan")
 
 
-def _contains_any(sorted_positions: np.ndarray, wanted: np.ndarray) -> bool:
-    """Whether any of ``wanted`` is in ``sorted_positions`` (ascending), by binary search."""
-    if sorted_positions.size == 0 or wanted.size == 0:
-        return False
-    found = np.minimum(np.searchsorted(sorted_positions, wanted), sorted_positions.size - 1)
-    return bool((sorted_positions[found] == wanted).any())
-
-
 def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, depth: int = COVERAGE_DEPTH) -> dict:
     """``max_score``, ``coverage_top`` and ``coverage_corpus`` of one query (see the module docstring).
 
@@ -75,15 +68,19 @@ def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, 
     tokens = tokenize(query, variant=retriever.variant)
     if not tokens:
         return {"max_score": _NAN, "coverage_top": _NAN, "coverage_corpus": _NAN}
-    idf = retriever.idf(tokens)
-    seen = ~np.isnan(idf)
-    max_score = float(idf[seen].sum() * (retriever.k1 + 1)) if seen.any() else 0.0
-    distinct = list(dict.fromkeys(tokens))
+    counts = Counter(tokens)
+    distinct = list(counts)
     distinct_idf = retriever.idf(distinct)
     in_corpus = ~np.isnan(distinct_idf)
+    repeats = np.fromiter(counts.values(), dtype=float, count=len(distinct))
+    max_score = float((distinct_idf[in_corpus] * repeats[in_corpus]).sum() * (retriever.k1 + 1))
     weights = np.where(in_corpus, distinct_idf, retriever.unseen_idf())
+    # Which distinct terms occur in a top chunk: one membership test over all their postings at once.
     top = np.array([retriever.position_of(chunk_id) for chunk_id in result.chunk_ids[:depth]], dtype=np.intp)
-    in_top = np.array([_contains_any(retriever.positions_with(token), top) for token in distinct], dtype=bool)
+    postings = [retriever.positions_with(token) for token in distinct]
+    owners = np.repeat(np.arange(len(distinct)), [posting.size for posting in postings])
+    hits = owners[np.isin(np.concatenate(postings), top)] if owners.size else owners
+    in_top = np.bincount(hits, minlength=len(distinct)) > 0
     total = weights.sum()
     return {
         "max_score": max_score,
