@@ -416,7 +416,8 @@ def _fit_gate(args) -> None:
             needed = list(DEFAULT_LEARNED_SIGNALS)
             print(
                 f"learned gate: no --signals given, using the default set {','.join(needed)} (the set the held-out "
-                "evaluation of `make reproduce` recommends; see the learned-gate section of results/<corpus>/summary.md)"
+                "evaluation of `make reproduce` recommends; see the learned-gate section of "
+                "results/<corpus>/summary.md)"
             )
 
         def fit(table):

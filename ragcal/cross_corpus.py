@@ -279,13 +279,16 @@ def learned_transfer_text(transfer: pd.DataFrame, titles: dict, own: dict) -> st
             if drift_learned < drift_threshold
             else ("as close to" if drift_learned == drift_threshold else "further from")
         )
+        difference = format_interval(
+            learned["auc_difference"], learned["auc_difference_low"], learned["auc_difference_high"], sign=True
+        )
         claims.append(
             f"- Fitted on the {titles[fitted_on]}, applied to the {titles[applied_to]}: the learned gate keeps "
             f"{learned['answerable_kept']:.0%} of the answerable questions, {keeps} the 95% it was fitted for than "
-            f"the `dense_top1` threshold ({threshold['answerable_kept']:.0%}){near_part}{native_part}. Its AUC there is "
-            f"{format_interval(learned['auc'], learned['auc_low'], learned['auc_high'])} against "
+            f"the `dense_top1` threshold ({threshold['answerable_kept']:.0%}){near_part}{native_part}. "
+            f"Its AUC there is {format_interval(learned['auc'], learned['auc_low'], learned['auc_high'])} against "
             f"{format_interval(threshold['auc'], threshold['auc_low'], threshold['auc_high'])} for `dense_top1` "
-            f"(paired difference {format_interval(learned['auc_difference'], learned['auc_difference_low'], learned['auc_difference_high'], sign=True)})."
+            f"(paired difference {difference})."
         )
     return "\n".join(
         [
