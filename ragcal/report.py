@@ -615,9 +615,11 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
             f"({', '.join(f'`{name}`' for name in default_signals)})"
             + (f", which refuses {default_near.iloc[0]['mean']:.1%} of them" if not default_near.empty else "")
             + (
-                f"; each of its coefficients keeps its sign on at least {steady:.0%} of the splits."
-                if not np.isnan(steady)
-                else "."
+                "."
+                if np.isnan(steady)
+                else "; each of its coefficients keeps its sign on every split."
+                if steady == 1
+                else f"; each of its coefficients keeps its sign on at least {steady:.0%} of the splits."
             )
         )
     coefficient_rows = []
