@@ -16,7 +16,17 @@ from .metrics import auc_table, auc_with_ci, group_stats, outcome_table, retriev
 from .plotting import HeldoutDisplay, RocDisplay, ScoreDistributionDisplay, TradeoffDisplay
 from .scoring import RetrievalIndex, build_index, load_score_table, score_table
 from .signals import SIGNALS, get_signal, register_signal
-from .gates import Decision, FallbackChain, FloorGapGate, Stage, ThresholdGate, load_gate, save_gate
+from .gates import (
+    Decision,
+    FallbackChain,
+    FloorGapGate,
+    LearnedGate,
+    Stage,
+    ThresholdGate,
+    fit_learned_gate,
+    load_gate,
+    save_gate,
+)
 from .chunk_sweep import sweep_chunking
 
 __all__ = [
@@ -60,6 +70,8 @@ __all__ = [
     "FloorGapGate",
     "Stage",
     "FallbackChain",
+    "LearnedGate",
+    "fit_learned_gate",
     "load_gate",
     "save_gate",
     "sweep_chunking",

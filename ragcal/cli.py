@@ -9,10 +9,15 @@
   threshold and per-slice outcome with intervals, for any score table
 - ``ragcal fit-gate SCORES.csv --signal NAME --rule RULE --out gate.json``:
   a calibrated gate as a file (``--gate floor-gap`` or ``--gate chain`` for the
-  other kinds)
+  other kinds; ``--learned [--signals a,b,c]`` for a logistic regression over
+  several signals)
 - ``ragcal ask --gate gate.json [--json] QUESTION...``: decisions with passages
   and helpful refusals
 - ``ragcal reproduce [--results DIR]``: the main job of the README.
+
+``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
+mymod.py`` (repeatable): the file is imported first, so the signals it
+registers are computed, fitted and asked like the built-in ones.
 """
 
 from __future__ import annotations
@@ -117,6 +122,25 @@ def _report_visibility(index) -> None:
             f"{index.config['n_chunks']:,} chunks; the others take no part in any score",
             file=sys.stderr,
         )
+
+
+def _add_signals_module(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--signals-module",
+        action="append",
+        type=Path,
+        default=None,
+        metavar="FILE.py",
+        help="a Python file that registers signals with ragcal.signals.register_signal (repeatable)",
+    )
+
+
+def _load_signals_modules(args) -> None:
+    from .signals import load_signals_module
+
+    for path in getattr(args, "signals_module", None) or ():
+        names = load_signals_module(path)
+        print(f"{path}: registered {', '.join(names) if names else 'no signal'}", file=sys.stderr)
 
 
 def _score(queries_path, out, runs, args):
@@ -428,7 +452,7 @@ def _sweep_chunking(args) -> None:
     print(chunking_verdict({str(args.corpus): table}, default=args.baseline)[1])
 
 
-GATE_KINDS = ("threshold", "floor-gap", "chain")
+GATE_KINDS = ("threshold", "floor-gap", "chain", "learned")
 
 
 def _read_provenance(scores_path: Path) -> dict | None:
@@ -458,6 +482,13 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 
 def _fit_gate(args) -> None:
     from .calibration import parse_rule
+
+    if args.learned:
+        if args.gate not in ("threshold", "learned"):
+            raise ValueError(f"--learned fits a learned gate; it cannot be combined with --gate {args.gate}")
+        args.gate = "learned"
+    if args.signals and args.gate != "learned":
+        raise ValueError("--signals names the signals of a learned gate; add --learned (or use --signal NAME)")
     from .gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, gate_outcomes, save_gate
     from .gates.fit import DEFAULT_CHAIN_COLUMNS
     from .gates.floor_gap import floor_gap_columns
@@ -492,7 +523,7 @@ def _fit_gate(args) -> None:
         def fit(table):
             return fit_floor_gap(table, rule=args.rule, retriever=args.retriever, max_passages=args.max_passages)
 
-    else:
+    elif args.gate == "chain":
         needed = list(DEFAULT_CHAIN_COLUMNS)
 
         def fit(table):
@@ -502,6 +533,32 @@ def _fit_gate(args) -> None:
                 delta=args.delta,
                 max_passages=args.max_passages,
                 use_reranker=True if args.reranker is not None else None,
+            )
+
+    else:
+        from .gates import DEFAULT_LEARNED_SIGNALS, fit_learned_gate
+        from .signals import get_signal
+
+        if args.signals:
+            needed = [name.strip() for name in args.signals.split(",") if name.strip()]
+            for name in needed:
+                get_signal(name)  # an unknown name lists the registered ones
+        else:
+            needed = list(DEFAULT_LEARNED_SIGNALS)
+            print(
+                f"learned gate: no --signals given, using the default set {','.join(needed)} (the set the held-out "
+                "evaluation of `make reproduce` recommends; see the learned-gate section of "
+                "results/<corpus>/summary.md)"
+            )
+
+        def fit(table):
+            return fit_learned_gate(
+                table,
+                args.rule,
+                signals=needed,
+                hedge_rule=args.hedge_rule,
+                delta=args.delta,
+                max_passages=args.max_passages,
             )
 
     table = check_score_table(_read_table(args.scores), needed, source=str(args.scores))
@@ -516,6 +573,12 @@ def _fit_gate(args) -> None:
     answered = in_sample[in_sample["outcome"] == "answered"]
     fitted = {
         "gate": args.gate,
+        **(
+            {"signals": list(gate.signals), "signals_from": "--signals" if args.signals else "default set"}
+            if args.gate == "learned"
+            else {}
+        ),
+        **({"signals_modules": [str(path) for path in args.signals_module]} if args.signals_module else {}),
         "n_calibration": int(len(table)),
         "slices": {str(name): int(count) for name, count in table["slice"].value_counts(sort=False).items()},
         "answered_in_sample": {row.slice: round(float(row.share), 4) for row in answered.itertuples()},
@@ -523,8 +586,13 @@ def _fit_gate(args) -> None:
     save_gate(args.out, gate, rule=args.rule, fitted=fitted, provenance=provenance)
     print(f"wrote {args.out}: {args.gate} gate fitted with {args.rule} on {len(table)} queries from {args.scores}")
     for key, value in gate.to_dict().items():
-        if key != "stages":
+        if key not in ("stages", "params", "signals", "scaler_mean", "scaler_scale", "coefficients"):
             print(f"  {key}: {value}")
+    if args.gate == "learned":
+        print("  standardised coefficients (log-odds of answerable per standard deviation; mean, scale):")
+        model = gate.model
+        for name, coef, mean, scale in zip(model.signals, model.coef, model.mean, model.scale):
+            print(f"    {name:<28} {coef:+8.3f}   ({mean:.4g}, {scale:.4g})")
     for stage in getattr(gate, "stages", ()):
         print(f"  stage {stage.name} ({stage.tier}): {stage.gate.signal} >= {stage.gate.threshold:.4f}")
     if any(name in table.columns for name in ("rerank_top1", "rerank_gap")) and "reranker" in (provenance or {}):
@@ -593,11 +661,19 @@ def _gate_corpus(provenance: dict) -> Path:
 def _ask(args) -> None:
     import json
 
-    from .gates import ask, load_gate, read_gate_file
+    from .gates import GateFileError, ask, load_gate, read_gate_file
     from .gates.files import index_options
     from .scoring import build_index
 
-    document = read_gate_file(args.gate)
+    try:
+        document = read_gate_file(args.gate)
+    except GateFileError as error:
+        if "unknown signal" not in str(error):
+            raise
+        raise GateFileError(
+            f"{error}. If the gate reads signals of your own, pass the file that registers them: "
+            "--signals-module FILE.py"
+        ) from error
     ids, questions = _ask_queries(args)
     corpus = args.corpus if args.corpus is not None else _gate_corpus(document["provenance"])
     options = index_options(document["provenance"])
@@ -658,6 +734,7 @@ def main(argv=None) -> int:
     _add_index_options(score)
     _add_rerank_options(score)
     _add_access_options(score)
+    _add_signals_module(score)
 
     chunks = commands.add_parser(
         "chunks",
@@ -719,6 +796,7 @@ def main(argv=None) -> int:
         help="write the per-slice sweep with exact counts and intervals (every distinct score up to 20,000 of "
         "them, else a 1,001-point grid) plus the fitted thresholds",
     )
+    _add_signals_module(calibrate)
 
     sweep_chunks = commands.add_parser(
         "sweep-chunking",
@@ -770,6 +848,18 @@ def main(argv=None) -> int:
     fit_gate.add_argument("--lower-is-answerable", action="store_true", help="the signal is low for answerable queries")
     fit_gate.add_argument("--heldout", type=int, default=0, metavar="N", help="also report N held-out half splits")
     _add_rerank_options(fit_gate, depth=False)
+    fit_gate.add_argument(
+        "--learned",
+        action="store_true",
+        help="fit a learned gate (logistic regression over several signals, scaled; same as --gate learned)",
+    )
+    fit_gate.add_argument(
+        "--signals",
+        default=None,
+        metavar="A,B,C",
+        help="learned gate: comma-separated signals (default: the set the held-out evaluation recommends)",
+    )
+    _add_signals_module(fit_gate)
 
     ask = commands.add_parser(
         "ask",
@@ -795,6 +885,7 @@ def main(argv=None) -> int:
     ask.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
     _add_rerank_options(ask)
     _add_access_options(ask)
+    _add_signals_module(ask)
 
     golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
     golden.add_argument(
@@ -840,6 +931,7 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     try:
+        _load_signals_modules(args)
         if args.command == "score":
             table = _score(args.queries, args.out, args.runs, args)
             print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals)")

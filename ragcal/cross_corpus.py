@@ -25,8 +25,9 @@ from sklearn.metrics import roc_auc_score
 from ._io import atomic_write_text
 from .calibration import fit_threshold
 from .chunk_sweep import DEFAULT_VARIANT, MEASURES
-from .report import format_interval
+from .learned_study import learned_transfer
 from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
+from .report import format_interval
 from .signals import SIGNALS
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "paired_signal_difference",
     "threshold_transfer",
     "chunking_verdict",
+    "learned_transfer_text",
     "write_cross_corpus",
 ]
 
@@ -222,6 +224,86 @@ def _transfer_claims(transfer: pd.DataFrame, titles: dict) -> list[str]:
     return claims
 
 
+def _learned_share(row, group) -> str:
+    if group not in row or pd.isna(row[group]):
+        return "n/a"
+    return (
+        f"{row[group]:.0%} ({int(row[group + '_k'])}/{int(row[group + '_n'])}) "
+        f"[{row[group + '_low']:.0%}, {row[group + '_high']:.0%}]"
+    )
+
+
+def learned_transfer_text(transfer: pd.DataFrame, titles: dict, own: dict) -> str:
+    """The table of :func:`ragcal.learned_study.learned_transfer` and what it says, in words.
+
+    ``own`` maps each corpus to its :func:`ragcal.learned_study.evaluate_learned_gates`
+    tables (or None), for the learned gate's held-out numbers on its own corpus.
+    """
+    groups = [column[: -len("_refused")] for column in transfer.columns if column.endswith("_refused")]
+    rows, claims = [], []
+    for row in transfer.to_dict("records"):
+        record = {
+            "fitted on": titles[row["fitted_on"]],
+            "applied to": titles[row["applied_to"]],
+            "gate": row["gate"],
+            "AUC on the other corpus": format_interval(row["auc"], row["auc_low"], row["auc_high"]),
+            "answerable kept": _learned_share(row, "answerable_kept"),
+        }
+        for group in groups:
+            record[f"{group.replace('_', '-')} refused"] = _learned_share(row, f"{group}_refused")
+        rows.append(record)
+    for (fitted_on, applied_to), pair in transfer.groupby(["fitted_on", "applied_to"], sort=False):
+        learned = pair[pair["gate"].str.startswith("learned")].iloc[0]
+        threshold = pair[~pair["gate"].str.startswith("learned")].iloc[0]
+        drift_learned = abs(learned["answerable_kept"] - 0.95)
+        drift_threshold = abs(threshold["answerable_kept"] - 0.95)
+        near = "near_domain_refused"
+        near_part = ""
+        if near in learned and not pd.isna(learned[near]):
+            near_part = (
+                f"; it refuses {learned[near]:.0%} of the near-domain questions against {threshold[near]:.0%} for "
+                f"the transferred threshold"
+            )
+        native = own.get(applied_to)
+        native_part = ""
+        if native is not None:
+            outcomes = native["outcomes"]
+            home = outcomes[(outcomes["gate"] == learned["gate"]) & (outcomes["slice"] == "near-domain")]
+            if not home.empty:
+                native_part = (
+                    f" (a learned gate fitted on the {titles[applied_to]} itself refuses {home.iloc[0]['mean']:.0%} "
+                    "of them, held out)"
+                )
+        keeps = (
+            "closer to"
+            if drift_learned < drift_threshold
+            else ("as close to" if drift_learned == drift_threshold else "further from")
+        )
+        difference = format_interval(
+            learned["auc_difference"], learned["auc_difference_low"], learned["auc_difference_high"], sign=True
+        )
+        claims.append(
+            f"- Fitted on the {titles[fitted_on]}, applied to the {titles[applied_to]}: the learned gate keeps "
+            f"{learned['answerable_kept']:.0%} of the answerable questions, {keeps} the 95% it was fitted for than "
+            f"the `dense_top1` threshold ({threshold['answerable_kept']:.0%}){near_part}{native_part}. "
+            f"Its AUC there is {format_interval(learned['auc'], learned['auc_low'], learned['auc_high'])} against "
+            f"{format_interval(threshold['auc'], threshold['auc_low'], threshold['auc_high'])} for `dense_top1` "
+            f"(paired difference {difference})."
+        )
+    return "\n".join(
+        [
+            "A learned gate (`learned default`: logistic regression over the default signal set of `ragcal fit-gate "
+            "--learned`, threshold `keep@0.95` on out-of-fold scores) and one `dense_top1` `keep@0.95` threshold, each "
+            "fitted on every question of one corpus and applied unchanged to the other. AUC intervals: stratified "
+            "bootstrap (2,000 resamples) on the target corpus, paired for the difference; shares: exact 95% intervals.",
+            "",
+            pd.DataFrame(rows).to_markdown(index=False),
+            "",
+            *claims,
+        ]
+    )
+
+
 def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
     """Write ``cross_corpus.md`` and its CSVs from the per-corpus tables of :func:`ragcal.reproduce.reproduce_corpus`.
 
@@ -239,6 +321,7 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
     score_tables = {spec.name: results[spec]["scores"] for spec in specs}
     aucs = auc_side_by_side(score_tables, {spec.name: results[spec]["auc"] for spec in specs})
     transfer = threshold_transfer(score_tables)
+    learned = learned_transfer(score_tables)
     chunkings = {spec.name: results[spec]["chunking"] for spec in specs}
     both = pd.concat([table.assign(corpus=name) for name, table in chunkings.items()], ignore_index=True)
     best, chunking_text = chunking_verdict(chunkings)
@@ -337,6 +420,10 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
             "",
             pd.DataFrame(transfer_rows).to_markdown(index=False),
             "",
+            "## A learned gate on the other corpus",
+            "",
+            learned_transfer_text(learned, titles, {spec.name: results[spec].get("learned") for spec in specs}),
+            "",
             "## Chunking: which default serves both corpora",
             "",
             "Paired differences against the default on each corpus (full tables in `results/<corpus>/summary.md` and "
@@ -356,5 +443,12 @@ def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
     atomic_write_text(results_dir / "cross_corpus_auc.csv", aucs.to_csv(index=False, float_format="%.4f"))
     atomic_write_text(results_dir / "threshold_transfer.csv", transfer.to_csv(index=False, float_format="%.4f"))
     atomic_write_text(results_dir / "chunking_both.csv", both.to_csv(index=False, float_format="%.4f"))
+    atomic_write_text(results_dir / "learned_transfer.csv", learned.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'cross_corpus.md'} and its CSVs")
-    return {"auc": aucs, "transfer": transfer, "chunking": both, "recommended_chunking": best}
+    return {
+        "auc": aucs,
+        "transfer": transfer,
+        "learned_transfer": learned,
+        "chunking": both,
+        "recommended_chunking": best,
+    }

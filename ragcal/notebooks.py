@@ -41,6 +41,7 @@ NOTEBOOKS = (
     "04_prototype_a_signal",
     "05_gates",
     "06_two_corpora",
+    "07_new_signals",
 )
 #: Notebooks that compare the bundled corpora (they read ``results/<corpus>/``).
 COMPARING_NOTEBOOKS = ("06_two_corpora",)
@@ -154,6 +155,7 @@ PER_CORPUS_NOTEBOOKS = (
     "02_roc_and_auc",
     "03_threshold_sweep_and_heldout",
     "05_gates",
+    "07_new_signals",
 )
 
 

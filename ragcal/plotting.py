@@ -38,6 +38,7 @@ __all__ = [
     "GateOutcomeDisplay",
     "AucComparisonDisplay",
     "ChunkingSweepDisplay",
+    "CoefficientDisplay",
 ]
 
 #: Okabe & Ito (2008) colour-blind-safe palette, black first.
@@ -316,14 +317,16 @@ class RocDisplay:
         with figure_style():
             ax = _new_axes(ax, size=(3.8, 5.0))
             self.lines_, self.bands_ = {}, {}
-            colours = iter(_SIGNAL_COLOURS * 2)
-            for signal, (fpr, tpr) in self.curves.items():
-                colour = next(colours)
+            for position, (signal, (fpr, tpr)) in enumerate(self.curves.items()):
+                # Past the palette, colours repeat with another line style, so any number of signals can be drawn.
+                colour = _SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)]
+                style = ("-", "--", ":")[position // len(_SIGNAL_COLOURS) % 3]
                 auc, low, high = self.aucs[signal]
                 (self.lines_[signal],) = ax.plot(
                     fpr,
                     tpr,
                     color=colour,
+                    linestyle=style,
                     linewidth=1.5,
                     drawstyle="steps-post",
                     label=f"{signal}: {auc:.3f} [{low:.3f}, {high:.3f}]",
@@ -1066,4 +1069,68 @@ class ChunkingSweepDisplay:
                 alignment="left",
             )
             self.axes_, self.figure_ = axes, figure
+        return self
+
+
+# --------------------------------------------------------------------------- learned gates
+
+
+@dataclass
+class CoefficientDisplay:
+    """Standardised coefficients of a learned gate with their spread across held-out splits.
+
+    Attributes
+    ----------
+    coefficients : DataFrame
+        ``gate, signal, mean, low, high`` (one row per coefficient, the
+        intercept left out), in drawing order.
+    gates : list of str
+    """
+
+    coefficients: pd.DataFrame
+    gates: list
+
+    @classmethod
+    def from_coefficients(cls, coefficients: pd.DataFrame, *, gates=None) -> "CoefficientDisplay":
+        """From the ``coefficients`` summary of :func:`ragcal.learned_study.summarize_learned`.
+
+        Signals are ordered by the size of their mean coefficient in the first gate.
+        """
+        missing = [column for column in ("gate", "signal", "mean", "low", "high") if column not in coefficients]
+        if missing:
+            raise ValueError(f"CoefficientDisplay.from_coefficients: missing column(s) {missing}")
+        table = coefficients[coefficients["signal"] != "(intercept)"]
+        gates = list(gates) if gates is not None else list(pd.unique(table["gate"]))
+        unknown = [gate for gate in gates if gate not in set(table["gate"])]
+        if unknown:
+            raise ValueError(f"CoefficientDisplay.from_coefficients: no coefficients for gate(s) {unknown}")
+        table = table[table["gate"].isin(gates)]
+        first = table[table["gate"] == gates[0]].sort_values("mean", key=np.abs, ascending=False)["signal"]
+        order = list(first) + [name for name in pd.unique(table["signal"]) if name not in set(first)]
+        table = table.assign(
+            _gate=table["gate"].map(gates.index), _signal=table["signal"].map(order.index)
+        ).sort_values(["_signal", "_gate"])
+        return cls(table.drop(columns=["_gate", "_signal"]).reset_index(drop=True), gates)
+
+    def plot(self, ax=None) -> "CoefficientDisplay":
+        """One row per signal, a point (mean) and a line (2.5th-97.5th percentile) per gate."""
+        signals = list(pd.unique(self.coefficients["signal"]))
+        with figure_style():
+            ax = _new_axes(ax, size=(5.6, 0.28 * len(signals) + 1.4))
+            self.points_ = {}
+            offsets = np.linspace(-0.2, 0.2, len(self.gates)) if len(self.gates) > 1 else np.zeros(1)
+            positions = {signal: len(signals) - 1 - n for n, signal in enumerate(signals)}
+            for gate, offset, colour, marker in zip(self.gates, offsets, _SIGNAL_COLOURS * 3, _CORPUS_MARKERS * 3):
+                part = self.coefficients[self.coefficients["gate"] == gate]
+                y = np.array([positions[signal] for signal in part["signal"]]) + offset
+                ax.hlines(y, part["low"], part["high"], color=colour, linewidth=1.4)
+                self.points_[gate] = ax.plot(
+                    part["mean"], y, linestyle="none", marker=marker, color=colour, markersize=4.5, label=gate
+                )[0]
+            ax.axvline(0.0, color="#777777", linestyle=":", linewidth=1)
+            ax.set_yticks([positions[signal] for signal in signals], signals)
+            ax.set_xlabel("standardised coefficient (log-odds of answerable per SD)")
+            ax.grid(axis="y", visible=False)
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="mean, 2.5th-97.5th pct. over splits")
+            self.ax_, self.figure_ = ax, ax.figure
         return self

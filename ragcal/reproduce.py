@@ -13,10 +13,13 @@ steps that each write their own files:
 5. gates (threshold per rule, floor + gap, the default fallback chain), held
    out per slice, with the passages they pass on and the gates fitted on the
    whole set saved under ``gates/``;
-6. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
+6. learned gates (:mod:`ragcal.learned_study`): logistic regressions over
+   signal sets against one ``dense_top1`` threshold, nested held out
+   (``learned_auc.csv``, ``learned_gate.csv``, ``learned_coefficients.csv``);
+7. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
    unless one is given: a plumbing check, see :mod:`ragcal.rerank_study`) and,
    for FastAPI, the access-control demonstration (:mod:`ragcal.access_study`);
-7. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
+8. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
    published ones beside them).
 
 Then ``results/cross_corpus.md`` (:mod:`ragcal.cross_corpus`): what transfers
@@ -38,6 +41,8 @@ from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, interval_cel
 from .datasets import BUNDLED, BundledCorpus, bundled
 from .embedding import Embedder
 from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
+from .gates import DEFAULT_LEARNED_SIGNALS
+from .learned_study import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
 from .metrics import (
     auc_table,
     group_stats,
@@ -56,6 +61,7 @@ from .report import (
     gates_section,
     group_stats_section,
     heldout_section,
+    learned_gate_section,
     rule_of_thumb_section,
     sweep_section,
 )
@@ -256,6 +262,7 @@ def reproduce_corpus(
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
+    learned = evaluate_learned_gates(table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), log=log)
 
     rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
     atomic_write_text(results_dir / "rerank_auc.csv", rerank_auc.to_csv(index=False, float_format="%.4f"))
@@ -310,6 +317,13 @@ def reproduce_corpus(
             at_95=AT_95,
             fitted={name: json.dumps(gate.to_dict()) for name, gate in gate_tables["fitted"].items()},
         ),
+        learned_gate_section(
+            learned,
+            baseline_gate=baseline_gate_name(),
+            default_gate="learned default",
+            rule=LEARNED_RULE,
+            default_signals=DEFAULT_LEARNED_SIGNALS,
+        ),
         rerank_section(rerank_auc, rerank_description),
     ]
     if access is not None:
@@ -354,6 +368,7 @@ def reproduce_corpus(
         "hardest": hardest,
         **calibration,
         **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
+        "learned": learned,
     }
 
 

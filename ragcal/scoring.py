@@ -26,6 +26,7 @@ from .datasets import default_exclude
 from .embedding import DEFAULT_MODEL, Embedder
 from .metrics import SCORE_KEY_COLUMNS
 from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
+from .retrieval.diagnostics import attach_diagnostics
 from .signals import SIGNALS, compute_signals
 
 __all__ = [
@@ -137,7 +138,14 @@ class RetrievalIndex:
         return view
 
     def retrieve(
-        self, queries, *, depth: int = 100, rrf_k: int = 60, rrf_top: int = 50, allowed_levels=None
+        self,
+        queries,
+        *,
+        depth: int = 100,
+        rrf_k: int = 60,
+        rrf_top: int = 50,
+        allowed_levels=None,
+        diagnostics: bool = True,
     ) -> dict[str, list]:
         """Run every retriever on every query.
 
@@ -152,6 +160,11 @@ class RetrievalIndex:
         allowed_levels : str or sequence of str, default=None
             Search only the chunks at these access levels (see
             :meth:`restrict`); None searches the whole index.
+        diagnostics : bool, default=True
+            Attach each retriever's per-query diagnostics to its results
+            (:func:`ragcal.retrieval.diagnostics.attach_diagnostics`), which
+            signals such as ``bm25_norm_raw`` or ``dense_centroid_cosine`` read;
+            without them those signals are NaN.
 
         Returns
         -------
@@ -161,9 +174,11 @@ class RetrievalIndex:
             reranker, ``rerank``.
         """
         if allowed_levels is not None:
-            return self.restrict(allowed_levels).retrieve(queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top)
+            view = self.restrict(allowed_levels)
+            return view.retrieve(queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics)
         queries = [str(query) for query in queries]
-        retrieved = {"dense": self.dense.search(queries, k=depth)}
+        query_vectors = self.dense.encode_queries(queries)
+        retrieved = {"dense": self.dense.search_vectors(query_vectors, k=depth)}
         for name, retriever in self.bm25.items():
             retrieved[name] = retriever.search(queries, k=depth)
         if self.reranker is not None:
@@ -172,6 +187,10 @@ class RetrievalIndex:
             reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
             for position in range(len(queries))
         ]
+        if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics.py)
+            retrieved = attach_diagnostics(
+                retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors
+            )
         if self.reranker is not None:
             texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
             retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)

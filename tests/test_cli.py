@@ -243,3 +243,112 @@ def test_slice_summary_prints_whole_number_counts(capsys):
     rows = {line.split()[0]: line.split()[1:] for line in lines[3:]}
     assert rows["answerable"][0] == "9" and rows["unrelated"][0] == "2"
     assert rows["answerable"][1:] == ["0.68", "0.55", "0.8"]
+
+
+SIGNALS_MODULE = '''from ragcal.signals import register_signal
+
+
+@register_signal("dense_top3_mean_cli", retrievers=("dense",))
+def dense_top3_mean_cli(results):
+    """Mean cosine of the three best chunks."""
+    return float(results["dense"].scores[:3].mean())
+'''
+
+
+def test_score_with_a_signals_module_writes_its_column(fastapi_slice, tmp_path, embedder, capsys):
+    from ragcal.signals import SIGNALS, unregister_signal
+
+    module = write(tmp_path / "my_signals.py", SIGNALS_MODULE)
+    queries = write(tmp_path / "queries.csv", QUERIES)
+    out = tmp_path / "scores.csv"
+    arguments = ["score", str(queries), "--corpus", str(fastapi_slice), "--out", str(out)]
+    arguments += ["--cache-dir", str(embedder.cache_dir), "--signals-module", str(module)]
+    try:
+        assert main(arguments) == 0
+        assert "registered dense_top3_mean_cli" in capsys.readouterr().err
+        table = pd.read_csv(out)
+        assert "dense_top3_mean_cli" in table.columns
+        assert (table["dense_top3_mean_cli"] <= table["dense_top1"] + 1e-9).all()
+    finally:
+        if "dense_top3_mean_cli" in SIGNALS:
+            unregister_signal("dense_top3_mean_cli")
+
+
+def learned_scores_csv(path):
+    rows = []
+    for n in range(40):
+        answerable = n % 2 == 0
+        rows.append(
+            {
+                "id": f"q{n}",
+                "query": f"question {n}",
+                "answerable": answerable,
+                "slice": "answerable" if answerable else ("near-domain" if n % 4 == 1 else "unrelated"),
+                "dense_top1": 0.3 + 0.01 * n + (0.2 if answerable else 0.0),
+                "bm25_top1_raw": 5.0 + (n % 7) + (6.0 if answerable else 0.0),
+                "dense_top3_mean_cli": 0.25 + 0.005 * n + (0.15 if answerable else 0.0),
+            }
+        )
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_fit_gate_learned_with_named_signals_from_a_module(tmp_path, capsys):
+    from ragcal.signals import SIGNALS, unregister_signal
+
+    scores = learned_scores_csv(tmp_path / "scores.csv")
+    module = write(tmp_path / "my_signals.py", SIGNALS_MODULE)
+    gate_path = tmp_path / "gate.json"
+    base = ["fit-gate", str(scores), "--learned", "--rule", "keep@0.9", "--out", str(gate_path)]
+    assert main([*base, "--signals", "dense_top1,dense_top3_mean_cli"]) == 2
+    assert "unknown signal 'dense_top3_mean_cli'" in capsys.readouterr().err and not gate_path.exists()
+    try:
+        assert main([*base, "--signals", "dense_top1,dense_top3_mean_cli", "--signals-module", str(module)]) == 0
+        out = capsys.readouterr().out
+        assert "standardised coefficients" in out and "dense_top3_mean_cli" in out
+        document = json.loads(gate_path.read_text())
+        assert document["gate"]["type"] == "learned"
+        assert document["gate"]["signals"] == ["dense_top1", "dense_top3_mean_cli"]
+        assert document["fitted"]["signals_from"] == "--signals"
+        assert document["fitted"]["signals_modules"] == [str(module)]
+    finally:
+        if "dense_top3_mean_cli" in SIGNALS:
+            unregister_signal("dense_top3_mean_cli")
+
+
+def test_fit_gate_learned_says_which_default_set_it_uses(tmp_path, capsys):
+    from ragcal.gates import DEFAULT_LEARNED_SIGNALS
+
+    scores = pd.read_csv(learned_scores_csv(tmp_path / "scores.csv"))
+    for offset, name in enumerate(DEFAULT_LEARNED_SIGNALS):
+        if name not in scores:
+            scores[name] = scores["dense_top1"] * (offset + 1) + (scores.index % 3) * 0.01
+    scores.to_csv(tmp_path / "scores.csv", index=False)
+    gate_path = tmp_path / "gate.json"
+    code = main(["fit-gate", str(tmp_path / "scores.csv"), "--learned", "--out", str(gate_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert f"using the default set {','.join(DEFAULT_LEARNED_SIGNALS)}" in out
+    assert json.loads(gate_path.read_text())["gate"]["signals"] == list(DEFAULT_LEARNED_SIGNALS)
+    assert main(["fit-gate", str(tmp_path / "scores.csv"), "--signals", "dense_top1", "--out", str(gate_path)]) == 2
+    assert "add --learned" in capsys.readouterr().err
+
+
+def test_ask_names_the_missing_signals_module(tmp_path, capsys):
+    gate = {
+        "format": "ragcal-gate/1",
+        "gate": {
+            "type": "learned",
+            "signals": ["not_registered_anywhere"],
+            "scaler_mean": [0.0],
+            "scaler_scale": [1.0],
+            "coefficients": [1.0],
+            "intercept": 0.0,
+            "threshold": 0.5,
+        },
+        "provenance": {"model_fingerprint": "m"},
+    }
+    path = write(tmp_path / "gate.json", json.dumps(gate))
+    assert main(["ask", "--gate", str(path), "anything"]) == 2
+    error = capsys.readouterr().err
+    assert "unknown signal 'not_registered_anywhere'" in error and "--signals-module FILE.py" in error

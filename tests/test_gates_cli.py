@@ -161,3 +161,23 @@ def test_ask_warns_when_the_corpus_changed(scores_csv, fastapi_slice, embedder, 
             "How do I set a cookie on the response?",
         )
     assert code == 0 and json.loads(out)["action"] == "answer"
+
+
+def test_fit_learned_gate_then_ask_json_scores_with_the_saved_model(scores_csv, fastapi_index, capsys, tmp_path):
+    from ragcal.gates import LearnedGate, load_gate
+
+    gate_path = tmp_path / "learned.json"
+    assert main(["fit-gate", str(scores_csv), "--learned", "--out", str(gate_path), "--heldout", "5"]) == 0
+    assert "using the default set" in capsys.readouterr().out
+    gate = load_gate(gate_path, index=fastapi_index)
+    assert isinstance(gate, LearnedGate)
+    questions = ["How do I set a cookie on the response?", "What is a good recipe for banana bread?"]
+    code, out, _ = ask(capsys, "--gate", str(gate_path), "--json", *questions)
+    assert code == 0
+    answers = [json.loads(line) for line in out.strip().splitlines()]
+    retrieved = fastapi_index.retrieve(questions)
+    for position, answer in enumerate(answers):
+        results = {name: per_query[position] for name, per_query in retrieved.items()}
+        assert answer["score"] == pytest.approx(gate.score(results), abs=1e-12)
+        assert 0.0 <= answer["score"] <= 1.0
+    assert answers[1]["action"] == "refuse" and answers[1]["score"] < gate.threshold

@@ -22,6 +22,7 @@ CASES = {
         ["auc_two_corpora", "chunking_two_corpora"],
         2,
     ),
+    "07_new_signals": ({"n_splits": 20, "n_resamples": 300}, ["learned_roc", "learned_coefficients"], 2),
 }
 
 

@@ -349,3 +349,38 @@ def test_chunking_sweep_display_checks_its_input(chunking_tables):
         ChunkingSweepDisplay.from_chunking_tables(chunking_tables, metrics=["ndcg@10"])
     with pytest.raises(ValueError, match="'baseline' parameter"):
         ChunkingSweepDisplay.from_chunking_tables(chunking_tables, baseline="headings-1024")
+
+
+def test_coefficient_display_orders_by_the_first_gate_and_draws_on_the_given_axes():
+    from ragcal.plotting import CoefficientDisplay
+
+    coefficients = pd.DataFrame(
+        {
+            "gate": ["small", "small", "small", "big", "big"],
+            "signal": ["dense_top1", "bm25_top1_raw", "(intercept)", "dense_top1", "bm25_top1_raw"],
+            "mean": [0.5, -2.0, 3.0, 1.0, 0.2],
+            "low": [0.1, -2.5, 2.0, 0.5, -0.1],
+            "high": [0.9, -1.5, 4.0, 1.5, 0.4],
+        }
+    )
+    display = CoefficientDisplay.from_coefficients(coefficients)
+    assert display.gates == ["small", "big"]
+    assert list(pd.unique(display.coefficients["signal"])) == ["bm25_top1_raw", "dense_top1"]  # |-2.0| first
+    _, ax = plt.subplots()
+    assert display.plot(ax=ax) is display and display.ax_ is ax
+    assert set(display.points_) == {"small", "big"}
+    x, _ = display.points_["small"].get_data()
+    np.testing.assert_allclose(x, [-2.0, 0.5])
+    plt.close("all")
+    with pytest.raises(ValueError, match="missing column"):
+        CoefficientDisplay.from_coefficients(coefficients.drop(columns="low"))
+    with pytest.raises(ValueError, match="no coefficients for gate"):
+        CoefficientDisplay.from_coefficients(coefficients, gates=["nope"])
+
+
+def test_roc_display_draws_more_signals_than_the_palette_has_colours(table):
+    wide = table.assign(**{f"copy{n}": table["dense_top1"] + 0.001 * n for n in range(15)})
+    display = RocDisplay.from_score_table(wide, [f"copy{n}" for n in range(15)], n_resamples=50, n_band_resamples=5)
+    display.plot(bands=False)
+    assert len(display.lines_) == 15
+    plt.close("all")

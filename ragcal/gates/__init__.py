@@ -10,7 +10,8 @@
     decision = gate.decide(results, query="How do I set a cookie?")
 
 Gates: :class:`ThresholdGate` (any registered signal), :class:`FloorGapGate`
-(seed 001), :class:`FallbackChain` of :class:`Stage` (seed 003). Every gate
+(seed 001), :class:`FallbackChain` of :class:`Stage` (seed 003),
+:class:`LearnedGate` (a classifier over several signals, calibrated like one). Every gate
 has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 ``to_dict()`` and ``from_dict()``.
 """
@@ -22,6 +23,7 @@ from .evaluate import gate_outcomes, heldout_gates, paired_differences, passage_
 from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
 from .fit import fit_default_chain, fit_floor_gap, fit_threshold_gate, floor_gap_sweep, retriever_features
 from .floor_gap import FloorGapGate
+from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
 from .threshold import ThresholdGate
 
@@ -33,6 +35,11 @@ __all__ = [
     "gate_from_dict",
     "ThresholdGate",
     "FloorGapGate",
+    "LearnedGate",
+    "LinearScore",
+    "DEFAULT_LEARNED_SIGNALS",
+    "fit_learned_gate",
+    "fit_learned_score",
     "Stage",
     "FallbackChain",
     "CorpusDescription",

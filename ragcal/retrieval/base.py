@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -21,11 +22,19 @@ class RetrievalResult:
         Chunk ids, best first. Empty when nothing matched.
     scores : ndarray of shape (len(chunk_ids),), dtype float64
         Scores aligned with ``chunk_ids``, non-increasing.
+    info : mapping of str to float, default={}
+        Per-query diagnostics that need more than the ranked list (a BM25
+        query's maximum attainable score, the query's cosine to the corpus
+        centroid, ...), computed by :mod:`ragcal.retrieval.diagnostics` from
+        the retriever object that produced this result, so they only ever
+        describe the chunks that retriever holds. Empty for results from other
+        sources; signals that read it return NaN then.
     """
 
     retriever: str
     chunk_ids: tuple[str, ...]
     scores: np.ndarray = field(repr=False)
+    info: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self):
         scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
@@ -36,6 +45,7 @@ class RetrievalResult:
         scores.setflags(write=False)
         object.__setattr__(self, "chunk_ids", tuple(self.chunk_ids))
         object.__setattr__(self, "scores", scores)
+        object.__setattr__(self, "info", {str(key): float(value) for key, value in dict(self.info).items()})
 
     def __len__(self) -> int:
         return len(self.chunk_ids)

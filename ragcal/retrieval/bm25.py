@@ -125,3 +125,39 @@ class BM25Retriever:
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
         """Top ``k`` matched chunks per query; empty when nothing matched."""
         return [self.search_one(query, k=k) for query in queries]
+
+    # ------------------------------------------------------------------ accessors for per-query diagnostics
+
+    @property
+    def k1(self) -> float:
+        """Term-frequency saturation: one term adds at most ``idf * (k1 + 1)`` to a chunk's score."""
+        return float(self.bm25.k1)
+
+    def idf(self, tokens) -> np.ndarray:
+        """IDF weight of each token as the scorer uses it; NaN for a token that occurs in no chunk."""
+        return np.array([self.bm25.idf[token] if self._occurs(token) else np.nan for token in tokens], dtype=float)
+
+    def _occurs(self, token: str) -> bool:
+        if self.backend == "sparse":
+            return bool(token) and token in self.bm25.vocabulary  # "" only pads empty chunks
+        return token in self._postings
+
+    def unseen_idf(self) -> float:
+        """The IDF a token would have if it occurred in no chunk: ``log((N + 0.5) / 0.5)`` (the Okapi formula at df=0)."""
+        return float(np.log((len(self.chunk_ids) + 0.5) / 0.5))
+
+    def positions_with(self, token: str) -> np.ndarray:
+        """Positions (in :attr:`chunk_ids`, ascending) of the chunks that contain ``token``; empty when none does."""
+        if self.backend == "sparse":
+            if not self._occurs(token):
+                return np.empty(0, dtype=np.intp)
+            column = self.bm25.vocabulary[token]
+            weights = self.bm25.weights
+            return np.sort(weights.indices[weights.indptr[column] : weights.indptr[column + 1]]).astype(np.intp)
+        return self._postings.get(token, np.empty(0, dtype=np.intp))
+
+    def position_of(self, chunk_id: str) -> int:
+        """Position of ``chunk_id`` in :attr:`chunk_ids`."""
+        if not hasattr(self, "_positions"):
+            self._positions = {chunk_id: position for position, chunk_id in enumerate(self.chunk_ids)}
+        return self._positions[chunk_id]

@@ -83,8 +83,16 @@ class DenseRetriever:
             )
         return results
 
+    def chunk_vectors(self) -> np.ndarray:
+        """The indexed embeddings, one row per chunk in :attr:`chunk_ids` order (for per-query diagnostics)."""
+        return self.index.reconstruct_n(0, self.index.ntotal)
+
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
         """Embed query strings with the embedder and search."""
+        return self.search_vectors(self.encode_queries(queries), k=k)
+
+    def encode_queries(self, queries) -> np.ndarray:
+        """Embed query strings with the embedder (L2-normalised rows), as :meth:`search` does."""
         if self.embedder is None:
             raise ValueError("DenseRetriever.search needs an embedder; use search_vectors for raw vectors")
-        return self.search_vectors(self.embedder.encode(list(queries), show_progress_bar=False), k=k)
+        return self.embedder.encode(list(queries), show_progress_bar=False)

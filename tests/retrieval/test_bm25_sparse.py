@@ -111,3 +111,19 @@ def test_unknown_backend_lists_the_known_ones():
 def test_sparse_needs_a_document():
     with pytest.raises(ValueError, match="at least one document"):
         SparseBM25([])
+
+
+def test_diagnostic_accessors_agree_across_backends():
+    """The accessors the per-query diagnostics read (idf, postings) give the same answers on both backends."""
+    from ragcal.retrieval.bm25 import BM25Retriever
+
+    texts = ["the cookie jar", "", "cookie cookie header", "docker worker the", "header"]
+    ids = [f"p{n}.md#0" for n in range(len(texts))]
+    sparse = BM25Retriever(ids, texts, backend="sparse")
+    reference = BM25Retriever(ids, texts, backend="rank_bm25")
+    tokens = ["the", "cookie", "header", "docker", "worker", "jar", "absent", ""]
+    np.testing.assert_array_equal(sparse.idf(tokens), reference.idf(tokens))
+    assert np.isnan(sparse.idf(["absent", ""])).all()
+    for token in tokens:
+        np.testing.assert_array_equal(sparse.positions_with(token), reference.positions_with(token))
+    np.testing.assert_array_equal(sparse.positions_with("cookie"), [0, 2])
