@@ -314,8 +314,10 @@ class RocDisplay:
         chance : bool, default=True
         """
         band_signals = set(self.curves) if bands is True else set() if bands is False else set(bands)
+        # Up to about ten curves the legend fits under the axes; more would squash them, so it goes to the right.
+        beside = len(self.curves) > 10
         with figure_style():
-            ax = _new_axes(ax, size=(3.8, 5.0))
+            ax = _new_axes(ax, size=(8.6, 4.6) if beside else (3.8, 5.0))
             self.lines_, self.bands_ = {}, {}
             for position, (signal, (fpr, tpr)) in enumerate(self.curves.items()):
                 # Past the palette, colours repeat with another line style, so any number of signals can be drawn.
@@ -351,7 +353,7 @@ class RocDisplay:
             ax.legend(
                 handles=handles,
                 loc="upper left",
-                bbox_to_anchor=(0.0, -0.16),
+                bbox_to_anchor=(1.04, 1.0) if beside else (0.0, -0.16),
                 title="AUC with 95% bootstrap interval",
                 title_fontsize=8,
                 alignment="left",
