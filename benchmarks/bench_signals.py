@@ -8,8 +8,9 @@ asserted.
 - after: ``index.retrieve(queries)`` (which attaches each retriever's per-query diagnostics) and ``score_table``
   with every registered signal.
 
-The 1,000 queries are the two bundled labeled sets, repeated. Their embeddings come from the embedding cache after
-the warm-up, so retrieval here is as cheap as it gets and the ratio is the least flattering one.
+The 1,000 queries are the two bundled labeled sets, repeated. The script measures twice: with their embeddings
+from the embedding cache (retrieval as cheap as it gets, so the ratio is the least flattering one), then as new
+questions that retrieval must embed, which is what a deployed gate sees.
 """
 
 import time
@@ -22,6 +23,7 @@ from ragcal.signals import NEW_SIGNALS, SIGNALS
 
 N_QUERIES = 1000
 REPEATS = 5
+FRESH_REPEATS = 3
 
 
 def queries_table(n):
@@ -39,7 +41,8 @@ def timed(function):
 def main():
     index = build_index(FASTAPI_CORPUS)
     queries = queries_table(N_QUERIES)
-    builtin = [name for name in SIGNALS if name not in NEW_SIGNALS]
+    # The reranker's signals need a reranker, which this benchmark does not run.
+    builtin = [name for name in SIGNALS if name not in NEW_SIGNALS and not name.startswith("rerank_")]
     index.retrieve(queries["query"])  # warm-up: query embeddings into the cache, centroids computed once
 
     def before():
@@ -54,8 +57,21 @@ def main():
         times["after"].append(timed(after))
     best = {name: min(values) for name, values in times.items()}
     print(f"{N_QUERIES} queries on the FastAPI docs ({len(index.chunks)} chunks), best of {REPEATS}")
+    print("cached query embeddings (retrieval as cheap as it gets, the least flattering ratio):")
     print(f"  retrieval + built-in signals ({len(builtin)}):          {best['before']:7.3f} s")
     print(f"  retrieval + diagnostics + all signals ({len(SIGNALS)}):  {best['after']:7.3f} s")
+    print(f"  added by the new signals: {best['after'] / best['before'] - 1:+.1%}  (goal: at most +10%)")
+
+    # New questions are not in the embedding cache: retrieval then includes embedding them, as in use.
+    index.dense.embedder.use_cache = False
+    fresh = {"before": [], "after": []}
+    for _ in range(FRESH_REPEATS):
+        fresh["before"].append(timed(before))
+        fresh["after"].append(timed(after))
+    best = {name: min(values) for name, values in fresh.items()}
+    print(f"new questions (embedded at retrieval time), best of {FRESH_REPEATS}:")
+    print(f"  retrieval + built-in signals:                {best['before']:7.3f} s")
+    print(f"  retrieval + diagnostics + all signals:       {best['after']:7.3f} s")
     print(f"  added by the new signals: {best['after'] / best['before'] - 1:+.1%}  (goal: at most +10%)")
 
 

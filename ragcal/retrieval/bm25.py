@@ -153,8 +153,24 @@ class BM25Retriever:
                 return np.empty(0, dtype=np.intp)
             column = self.bm25.vocabulary[token]
             weights = self.bm25.weights
-            return np.sort(weights.indices[weights.indptr[column] : weights.indptr[column + 1]]).astype(np.intp)
+            # SparseBM25 stores each column's chunks in ascending order (built from a stable sort by term).
+            return weights.indices[weights.indptr[column] : weights.indptr[column + 1]].astype(np.intp, copy=False)
         return self._postings.get(token, np.empty(0, dtype=np.intp))
+
+    def occurs_in(self, positions, tokens) -> np.ndarray:
+        """For each token, whether any chunk at ``positions`` contains it (boolean array)."""
+        positions = np.asarray(positions, dtype=np.intp)
+        if positions.size == 0 or not len(tokens):
+            return np.zeros(len(tokens), dtype=bool)
+        if self.backend == "sparse":
+            if not hasattr(self, "_rows"):
+                self._rows = self.bm25.weights.tocsr()  # chunk -> its terms, built once
+            rows = self._rows
+            present = np.concatenate([rows.indices[rows.indptr[p] : rows.indptr[p + 1]] for p in positions])
+            columns = np.array([self.bm25.vocabulary.get(token, -1) if token else -1 for token in tokens])
+            return np.isin(columns, present) & (columns >= 0)
+        postings = [self.positions_with(token) for token in tokens]
+        return np.array([np.isin(posting, positions).any() for posting in postings], dtype=bool)
 
     def position_of(self, chunk_id: str) -> int:
         """Position of ``chunk_id`` in :attr:`chunk_ids`."""

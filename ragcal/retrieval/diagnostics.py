@@ -75,12 +75,8 @@ def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, 
     repeats = np.fromiter(counts.values(), dtype=float, count=len(distinct))
     max_score = float((distinct_idf[in_corpus] * repeats[in_corpus]).sum() * (retriever.k1 + 1))
     weights = np.where(in_corpus, distinct_idf, retriever.unseen_idf())
-    # Which distinct terms occur in a top chunk: one membership test over all their postings at once.
     top = np.array([retriever.position_of(chunk_id) for chunk_id in result.chunk_ids[:depth]], dtype=np.intp)
-    postings = [retriever.positions_with(token) for token in distinct]
-    owners = np.repeat(np.arange(len(distinct)), [posting.size for posting in postings])
-    hits = owners[np.isin(np.concatenate(postings), top)] if owners.size else owners
-    in_top = np.bincount(hits, minlength=len(distinct)) > 0
+    in_top = retriever.occurs_in(top, distinct)
     total = weights.sum()
     return {
         "max_score": max_score,

@@ -127,3 +127,15 @@ def test_diagnostic_accessors_agree_across_backends():
     for token in tokens:
         np.testing.assert_array_equal(sparse.positions_with(token), reference.positions_with(token))
     np.testing.assert_array_equal(sparse.positions_with("cookie"), [0, 2])
+
+
+def test_occurs_in_agrees_across_backends():
+    from ragcal.retrieval.bm25 import BM25Retriever
+
+    texts = ["the cookie jar", "", "cookie cookie header", "docker worker the", "header"]
+    ids = [f"p{n}.md#0" for n in range(len(texts))]
+    tokens = ["the", "cookie", "header", "docker", "jar", "absent", ""]
+    for positions, expected in (([0], [1, 1, 0, 0, 1, 0, 0]), ([3, 4], [1, 0, 1, 1, 0, 0, 0]), ([], [0] * 7)):
+        for backend in ("sparse", "rank_bm25"):
+            retriever = BM25Retriever(ids, texts, backend=backend)
+            np.testing.assert_array_equal(retriever.occurs_in(positions, tokens), np.array(expected, dtype=bool))
