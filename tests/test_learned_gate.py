@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragcal.calibration import fit_threshold
+
 from ragcal.gates import LearnedGate, LinearScore, fit_learned_gate, fit_learned_score, gate_from_dict, save_gate
 from ragcal.gates.files import read_gate_file
 from ragcal.gates.learned import crossfit_scores, learned_pipeline
@@ -80,8 +82,10 @@ def test_decide_agrees_with_decide_table():
         assert decision.action == decided["action"][position]
         assert decision.score == pytest.approx(decided["score"][position], abs=1e-12)
         assert bool(decision.passages) == decision.answered
-        if decision.answered:
-            assert decision.passages == (("a.md#0", row.dense_top1),)
+        if decision.answered:  # the dense passages that clear the rule's cosine bar; the top one at least
+            assert decision.passages[0] == ("a.md#0", row.dense_top1)
+            assert len(decision.passages) == 1 or all(s >= gate.passage_floor for _, s in decision.passages)
+    assert gate.passage_floor == fit_threshold("keep@0.9", table["dense_top1"], table["answerable"])
 
 
 def test_threshold_is_fitted_on_out_of_fold_scores():
@@ -136,3 +140,16 @@ def test_fitting_errors_name_the_problem():
         LearnedGate(LinearScore(("nope",), (0.0,), (1.0,), (1.0,), 0.0), 0.5)
     with pytest.raises(ValueError, match="every scale must be positive"):
         LinearScore(("dense_top1",), (0.0,), (0.0,), (1.0,), 0.0)
+
+
+def test_missing_diagnostics_are_reported_not_silently_imputed():
+    from ragcal.gates import GateWarning
+
+    table = synthetic_table()
+    table["bm25_coverage_corpus"] = np.where(table["answerable"], 0.9, 0.4) + np.linspace(0, 0.05, len(table))
+    gate = fit_learned_gate(table, "keep@0.9", signals=("dense_top1", "bm25_coverage_corpus"))
+    with pytest.warns(GateWarning, match="bm25_coverage_corpus are NaN on every row"):
+        gate.decide_table(table.assign(bm25_coverage_corpus=np.nan))
+    # One query whose BM25 results carry no diagnostics (another engine, or diagnostics=False).
+    with pytest.warns(GateWarning, match="carry no per-query diagnostics"):
+        gate.decide(results_for(0.6, 10.0))

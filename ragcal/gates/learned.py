@@ -24,6 +24,7 @@ file stores; nothing opaque is pickled. Other classifiers work in memory
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -255,6 +256,18 @@ def crossfit_scores(table: pd.DataFrame, signals, *, estimator=None, n_folds: in
     return scores
 
 
+def _warn_missing(signals, where: str) -> None:
+    from .files import GateWarning
+
+    warnings.warn(
+        f"learned gate: signal(s) {', '.join(signals)} are NaN {where}; the model fills in their training mean, "
+        "so the learned score is not the one it was calibrated with. Retrieve with ragcal's retrievers (or "
+        "retrieve_with, which attaches their diagnostics), or fit the gate on signals your engine provides",
+        GateWarning,
+        stacklevel=3,
+    )
+
+
 @register_gate_type
 @dataclass(frozen=True)
 class LearnedGate(Gate):
@@ -326,12 +339,23 @@ class LearnedGate(Gate):
     def score_table(self, table: pd.DataFrame) -> np.ndarray:
         """The learned score of every row of a score table."""
         self._check_table(table)
+        missing = [name for name in self.signals if len(table) and table[name].isna().all()]
+        if missing:
+            _warn_missing(missing, "on every row of the table")
         return self.model.score(_matrix(table, self.signals))
 
     def score(self, results: Mapping) -> float:
         """The learned score of one query's retrieval results."""
         self._check_results(results)
         values = [get_signal(name)(results) for name in self.signals]
+        # NaN from a retriever that carries no diagnostics (another engine, or retrieve(diagnostics=False)).
+        missing = [
+            name
+            for name, value in zip(self.signals, values)
+            if math.isnan(value) and not any(results[r].info for r in get_signal(name).retrievers)
+        ]
+        if missing:
+            _warn_missing(missing, "because the results carry no per-query diagnostics")
         return float(self.model.score(np.array([values], dtype=float))[0])
 
     def decide(self, results: Mapping, *, query: str | None = None) -> Decision:
@@ -422,9 +446,16 @@ def fit_learned_gate(
         (:func:`crossfit_scores`); None fits it on the final model's in-sample
         scores, which are optimistic for the rows it was trained on.
     **gate_options
-        Passed to :class:`LearnedGate` (``passages_from``, ``passage_floor``, ``max_passages``).
+        Passed to :class:`LearnedGate` (``passages_from``, ``passage_floor``, ``max_passages``). Without a
+        ``passage_floor``, passages from ``"dense"`` are cut at the cosine bar that ``rule`` gives
+        ``dense_top1`` on the same table (at most ``max_passages``).
     """
     signals = _check_signals(table, signals, "fit_learned_gate")
+    if gate_options.get("passage_floor") is None and gate_options.get("passages_from", "dense") == "dense":
+        if "dense_top1" in table.columns and table["dense_top1"].notna().any():
+            # The learned score is not on a passage's scale: pass on the dense passages that clear the cosine bar
+            # the same rule gives dense_top1, as a ThresholdGate would.
+            gate_options["passage_floor"] = fit_threshold(rule, table["dense_top1"], table["answerable"], delta=delta)
     model = fit_learned_score(table, signals, estimator=estimator, random_state=random_state)
     if n_folds is None:
         scores = model.score(_matrix(table, signals))

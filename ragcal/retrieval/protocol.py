@@ -76,7 +76,14 @@ def _check_results(name, results, n_queries) -> list[RetrievalResult]:
 
 
 def retrieve_with(
-    retrievers, queries, *, k: int = 100, fuse=("dense", "bm25_stopwords"), rrf_k: int = 60, rrf_top: int = 50
+    retrievers,
+    queries,
+    *,
+    k: int = 100,
+    fuse=("dense", "bm25_stopwords"),
+    rrf_k: int = 60,
+    rrf_top: int = 50,
+    diagnostics: bool = True,
 ):
     """Run conforming retrievers on every query and collect results by name.
 
@@ -94,6 +101,12 @@ def retrieve_with(
         :meth:`ragcal.scoring.RetrievalIndex.retrieve` does.
     rrf_k, rrf_top : int
         See :func:`ragcal.retrieval.reciprocal_rank_fusion`.
+    diagnostics : bool, default=True
+        Attach the per-query diagnostics of ragcal's own retrievers
+        (:class:`BM25Retriever`, and :class:`DenseRetriever` when there is
+        exactly one) that the lexical-coverage, normalised-BM25 and domain
+        signals read. Another engine's results carry none, so signals that
+        need them from that engine are NaN.
 
     Returns
     -------
@@ -124,4 +137,11 @@ def retrieve_with(
             reciprocal_rank_fusion([retrieved[name][position] for name in fuse], k=rrf_k, depth=k, top=rrf_top)
             for position in range(len(queries))
         ]
+    if diagnostics:
+        from .dense import DenseRetriever
+        from .diagnostics import attach_diagnostics
+
+        dense = [retriever for retriever in retrievers.values() if isinstance(retriever, DenseRetriever)]
+        vectors = dense[0].encode_queries(queries) if len(dense) == 1 and dense[0].embedder is not None else None
+        retrieved = attach_diagnostics(retrieved, queries, retrievers, query_vectors=vectors)
     return retrieved

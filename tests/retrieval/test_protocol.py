@@ -64,3 +64,19 @@ def test_broken_engines_are_named():
 
     with pytest.raises(TypeError, match="query 0: expected a RetrievalResult, got tuple"):
         retrieve_with({"dense": Tuples("dense", [], [])}, ["q"])
+
+
+def test_ragcal_retrievers_bring_their_diagnostics_through_retrieve_with():
+    """A brought-in dense engine plus ragcal's BM25: the lexical signals work; only the engine's own are missing."""
+    from ragcal.signals import compute_signals
+
+    engine = FixedEngine("dense", ["doc2.md#0", "doc0.md#0"], [0.8, 0.5])
+    raw, stop = BM25Retriever(IDS, TEXTS), BM25Retriever(IDS, TEXTS, variant="stopwords")
+    retrieved = retrieve_with({"dense": engine, "bm25_raw": raw, "bm25_stopwords": stop}, ["cookie response zebra"])
+    assert set(retrieved["bm25_raw"][0].info) == {"max_score", "coverage_top", "coverage_corpus"}
+    assert retrieved["dense"][0].info == {}
+    values = compute_signals({name: lists[0] for name, lists in retrieved.items()})
+    assert 0 < values["bm25_coverage_corpus"] < 1  # "zebra" is not in the corpus
+    assert np.isnan(values["dense_centroid_cosine"])  # the engine brings no chunk vectors
+    bare = retrieve_with({"bm25_raw": raw}, ["cookie"], diagnostics=False)
+    assert bare["bm25_raw"][0].info == {}
