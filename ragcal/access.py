@@ -140,7 +140,8 @@ class AccessPolicy:
             return cls(default=default)
         rules = load_access_map(access_map)
         digest = hashlib.sha256(Path(access_map).read_bytes()).hexdigest()
-        return cls(rules, default, str(access_map), digest)
+        # An absolute path, so that a gate file's provenance finds the map from any working folder.
+        return cls(rules, default, str(Path(access_map).resolve()), digest)
 
     def level_of_page(self, path: str, metadata=None) -> str:
         """The level of the page ``path`` with front matter ``metadata``."""

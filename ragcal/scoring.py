@@ -108,6 +108,17 @@ class RetrievalIndex:
         allowed = parse_levels(allowed_levels)
         if allowed in self._views:
             return self._views[allowed]
+        unknown = sorted(set(allowed) - set(self.levels))
+        if unknown:  # fails closed (nothing extra is shown), but a typo deserves a word
+            import warnings
+
+            from .access import AccessWarning
+
+            warnings.warn(
+                f"access level(s) {', '.join(unknown)} occur on no page of {self.config.get('corpus', 'the corpus')}",
+                AccessWarning,
+                stacklevel=2,
+            )
         keep = [position for position, level in enumerate(self.levels) if level in allowed]
         if not keep:
             present = ", ".join(sorted(set(self.levels)))

@@ -166,9 +166,13 @@ def load_signals_module(path):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception:
+    except ValueError:  # e.g. a clash between two definitions of one signal: already a clear message
         del sys.modules[name]
         raise
+    except Exception as error:
+        del sys.modules[name]
+        where = f", line {error.lineno}" if isinstance(error, SyntaxError) and error.lineno else ""
+        raise ValueError(f"{path}{where}: the signals module failed to load: {type(error).__name__}: {error}") from error
     return [key for key, signal in SIGNALS.items() if before.get(key) is not signal.function]
 
 

@@ -315,3 +315,16 @@ def test_a_view_keeps_the_approximate_index_kind(tmp_path, kind):
     assert view.dense.index_spec.kind == kind and view.config["dense_index"] == kind
     result = view.dense.search(["cookie"], k=5)[0]
     assert len(result) == 5 and all(int(chunk_id[3:5]) % 3 for chunk_id in result.chunk_ids)
+
+
+def test_a_level_that_no_page_has_is_named(tmp_path):
+    root = tmp_path / "docs"
+    root.mkdir()
+    write_corpus(root, [("public", [["cookie"]]), ("internal", [["docker"]])], front_matter=True)
+    index = build_index(root, embedder=HashEmbedder(), exclude=())
+    with pytest.warns(AccessWarning, match="internl occur on no page"):
+        view = index.restrict("public,internl")
+    assert {chunk.doc_path for chunk in view.chunks} == {"doc00.md"}  # fails closed
+    map_path = tmp_path / "m.csv"
+    map_path.write_text("path_glob,level\ndoc01.md,internal\n")
+    assert AccessPolicy.from_options(access_map=map_path).source == str(map_path.resolve())

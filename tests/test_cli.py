@@ -352,3 +352,13 @@ def test_ask_names_the_missing_signals_module(tmp_path, capsys):
     assert main(["ask", "--gate", str(path), "anything"]) == 2
     error = capsys.readouterr().err
     assert "unknown signal 'not_registered_anywhere'" in error and "--signals-module FILE.py" in error
+
+
+def test_a_broken_signals_module_is_an_error_not_a_traceback(tmp_path, capsys):
+    scores = write(tmp_path / "scores.csv", "id,query,answerable,slice,dense_top1\na,q,true,answerable,0.5\n")
+    for body, expected in (("def broken(:\n", "line 1"), ("raise RuntimeError('boom')\n", "RuntimeError: boom")):
+        module = write(tmp_path / "bad_signals.py", body)
+        code = main(["calibrate", str(scores), "--signals-module", str(module)])
+        error = capsys.readouterr().err
+        assert code != 0 and "signals module failed to load" in error and expected in error
+        assert "Traceback" not in error

@@ -228,3 +228,25 @@ def test_score_fit_gate_ask_with_reranker_and_access(fastapi_slice, tmp_path, ca
     assert code == 0, captured.err
     internal = json.loads(captured.out)
     assert "advanced/response-cookies.md" in captured.out
+
+
+def test_rerank_depth_needs_a_reranker_and_a_positive_value(fastapi_slice, tmp_path, capsys, tiny_model):
+    queries = write(tmp_path / "queries.csv", QUERIES)
+    out = tmp_path / "scores.csv"
+    arguments = ["score", str(queries), "--corpus", str(fastapi_slice), "--out", str(out)]
+    assert main([*arguments, "--rerank-depth", "5"]) != 0
+    assert "--rerank-depth needs a reranker" in capsys.readouterr().err
+    assert main([*arguments, "--rerank-depth", "0", "--reranker", str(tiny_model)]) != 0
+    assert "depth" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_score_names_answerable_questions_whose_gold_is_hidden(fastapi_slice, tmp_path, capsys, embedder):
+    queries = write(tmp_path / "queries.csv", QUERIES)
+    access_map = write(tmp_path / "access.csv", "path_glob,level\nadvanced/,internal\n")
+    code = main(["score", str(queries), "--corpus", str(fastapi_slice), "--out", str(tmp_path / "s.csv"),
+                 "--cache-dir", str(embedder.cache_dir), "--access-map", str(access_map)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "warning: 1 answerable question(s) have no gold page visible at level(s) public (q1)" in err
