@@ -116,6 +116,25 @@ def _vector_checksum(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def open_cache_db(path: Path, schema: str, *, what: str) -> sqlite3.Connection:
+    """Open (creating folder and table) an SQLite cache; an unreadable file is moved aside with a CacheWarning."""
+
+    def connect() -> sqlite3.Connection:
+        connection = sqlite3.connect(path)
+        connection.execute(schema)
+        connection.execute("PRAGMA quick_check").fetchone()
+        return connection
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return connect()
+    except sqlite3.DatabaseError as error:
+        aside = path.with_suffix(path.suffix + ".corrupt")
+        warnings.warn(f"{path}: unreadable {what} ({error}); moved to {aside}", CacheWarning, stacklevel=3)
+        os.replace(path, aside)
+        return connect()
+
+
 class EmbeddingCache:
     """Embeddings on disk, keyed by (model fingerprint, sha256 of text).
 
@@ -129,26 +148,13 @@ class EmbeddingCache:
 
     def __init__(self, path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._connection = self._open()
-        except sqlite3.DatabaseError as error:
-            aside = self.path.with_suffix(self.path.suffix + ".corrupt")
-            warnings.warn(
-                f"{self.path}: unreadable embedding cache ({error}); moved to {aside}", CacheWarning, stacklevel=2
-            )
-            os.replace(self.path, aside)
-            self._connection = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path)
-        connection.execute(
+        self._connection = open_cache_db(
+            self.path,
             "CREATE TABLE IF NOT EXISTS embeddings ("
             " model TEXT NOT NULL, text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL,"
-            " vector BLOB NOT NULL, checksum TEXT NOT NULL, PRIMARY KEY (model, text_sha256))"
+            " vector BLOB NOT NULL, checksum TEXT NOT NULL, PRIMARY KEY (model, text_sha256))",
+            what="embedding cache",
         )
-        connection.execute("PRAGMA quick_check").fetchone()
-        return connection
 
     def close(self):
         self._connection.close()

@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import sqlite3
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -79,26 +76,15 @@ class RerankCache:
     """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
 
     def __init__(self, path):
+        from ..embedding import open_cache_db
+
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._connection = self._open()
-        except sqlite3.DatabaseError as error:
-            from ..embedding import CacheWarning
-
-            aside = self.path.with_suffix(self.path.suffix + ".corrupt")
-            warnings.warn(f"{self.path}: unreadable rerank cache ({error}); moved to {aside}", CacheWarning)
-            os.replace(self.path, aside)
-            self._connection = self._open()
-
-    def _open(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path)
-        connection.execute(
+        self._connection = open_cache_db(
+            self.path,
             "CREATE TABLE IF NOT EXISTS rerank ("
-            " model TEXT NOT NULL, pair_sha256 TEXT NOT NULL, score REAL NOT NULL, PRIMARY KEY (model, pair_sha256))"
+            " model TEXT NOT NULL, pair_sha256 TEXT NOT NULL, score REAL NOT NULL, PRIMARY KEY (model, pair_sha256))",
+            what="rerank cache",
         )
-        connection.execute("PRAGMA quick_check").fetchone()
-        return connection
 
     def get(self, model: str, keys: list[str]) -> dict[str, float]:
         found = {}
