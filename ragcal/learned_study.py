@@ -191,6 +191,20 @@ def _verdict(low: float, high: float, mean: float = 0.0) -> str:
     return "cannot be told apart"
 
 
+def _paired(values: pd.Series, baseline: pd.Series, *, is_baseline: bool) -> dict:
+    """Percentiles of ``values`` over splits, and of their paired difference against ``baseline``, with a verdict."""
+    difference = values - baseline
+    spread = _percentiles(difference)
+    return {
+        **_percentiles(values),
+        "difference": spread["mean"],
+        "difference_low": spread["low"],
+        "difference_high": spread["high"],
+        "better": float((difference > 0).mean()),
+        "verdict": "baseline" if is_baseline else _verdict(spread["low"], spread["high"], spread["mean"]),
+    }
+
+
 def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict:
     """Per gate: held-out means with percentile intervals, and paired differences against the baseline.
 
@@ -208,21 +222,9 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
     rows = []
     pivot = auc.pivot_table(index="split", columns=["gate", "comparison"], values="auc")
     for gate, comparison in pivot.columns:
-        values = pivot[(gate, comparison)]
-        difference = values - pivot[(base, comparison)]
-        summary = _percentiles(values)
-        spread = _percentiles(difference)
         rows.append(
-            {
-                "gate": gate,
-                "comparison": comparison,
-                **summary,
-                "difference": spread["mean"],
-                "difference_low": spread["low"],
-                "difference_high": spread["high"],
-                "better": float((difference > 0).mean()),
-                "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"], spread["mean"]),
-            }
+            {"gate": gate, "comparison": comparison}
+            | _paired(pivot[(gate, comparison)], pivot[(base, comparison)], is_baseline=gate == base)
         )
     auc_summary = pd.DataFrame(rows)
 
@@ -236,20 +238,9 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
         selected = shares[(shares["slice"] == slice_name) & (shares["outcome"] == outcome)]
         table = selected.pivot(index="split", columns="gate", values="share")
         for gate in table.columns:
-            difference = table[gate] - table[base]
-            summary, spread = _percentiles(table[gate]), _percentiles(difference)
             rows.append(
-                {
-                    "gate": gate,
-                    "slice": slice_name,
-                    "outcome": outcome,
-                    **summary,
-                    "difference": spread["mean"],
-                    "difference_low": spread["low"],
-                    "difference_high": spread["high"],
-                    "better": float((difference > 0).mean()),
-                    "verdict": "baseline" if gate == base else _verdict(spread["low"], spread["high"], spread["mean"]),
-                }
+                {"gate": gate, "slice": slice_name, "outcome": outcome}
+                | _paired(table[gate], table[base], is_baseline=gate == base)
             )
     outcome_summary = pd.DataFrame(rows)
 
