@@ -27,7 +27,7 @@ from .embedding import DEFAULT_MODEL, Embedder
 from .metrics import SCORE_KEY_COLUMNS
 from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
 from .retrieval.diagnostics import attach_diagnostics
-from .signals import SIGNALS, compute_signals
+from .signals import compute_signals, signals_for
 
 __all__ = [
     "RetrievalIndex",
@@ -365,10 +365,8 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
         Columns ``id, query, answerable, slice`` and then one float column per
         signal, in registry order.
     """
-    if signals is None:  # every registered signal that these results can feed (rerank_* need a reranker)
-        names = [name for name, signal in SIGNALS.items() if all(r in retrieved for r in signal.retrievers)]
-    else:
-        names = list(signals)
+    # By default every registered signal that these results can feed (rerank_* need a reranker).
+    names = signals_for(retrieved) if signals is None else list(signals)
     rows = []
     for position in range(len(queries)):
         results = {retriever: per_query[position] for retriever, per_query in retrieved.items()}

@@ -42,6 +42,7 @@ __all__ = [
     "register_signal",
     "get_signal",
     "compute_signals",
+    "signals_for",
     "unregister_signal",
     "load_signals_module",
 ]
@@ -201,9 +202,13 @@ def compute_signals(results: Mapping[str, RetrievalResult], names=None) -> dict[
     Without ``names``: every registered signal whose retrievers are in
     ``results`` (``rerank_*`` only when a reranker ran).
     """
-    if names is None:
-        names = [name for name, signal in SIGNALS.items() if all(r in results for r in signal.retrievers)]
+    names = signals_for(results) if names is None else names
     return {name: get_signal(name)(results) for name in names}
+
+
+def signals_for(retrievers) -> list[str]:
+    """Registered signals, in registry order, whose retrievers are all among ``retrievers`` (names or a mapping)."""
+    return [name for name, signal in SIGNALS.items() if all(r in retrievers for r in signal.retrievers)]
 
 
 # --------------------------------------------------------------------------- built-in signals
