@@ -18,7 +18,7 @@ from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
 from ragcal.datasets import FASTAPI_CORPUS, default_exclude
 from ragcal.embedding import Embedder, resolve_model
-from ragcal.scoring import build_index
+from ragcal.retrieval.index import build_index
 
 
 def seconds(function):

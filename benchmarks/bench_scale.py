@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from ragcal.approximate_search import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
+from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.calibration import fit_threshold
 from ragcal.retrieval import BM25Retriever, DenseRetriever
 from ragcal.retrieval.ann import DenseIndexSpec
@@ -71,7 +71,7 @@ def measured_build(function):
 
 def synthetic_bm25_corpus(n_chunks, n_queries, random_state=0):
     from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES, RUST_BOOK_QUERIES
-    from ragcal.scoring import chunk_corpus
+    from ragcal.retrieval.index import chunk_corpus
 
     rng = np.random.default_rng(random_state)
     chunks = chunk_corpus(FASTAPI_CORPUS)[1]
@@ -150,7 +150,7 @@ def bench_bm25(n_chunks, n_queries, subset_chunks, subset_queries):
 
 def bundled_bm25_difference() -> float:
     from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
-    from ragcal.scoring import chunk_corpus
+    from ragcal.retrieval.index import chunk_corpus
 
     chunks = chunk_corpus(FASTAPI_CORPUS)[1]
     queries = pd.read_csv(FASTAPI_QUERIES)["query"].tolist()
@@ -321,7 +321,7 @@ def bench_calibrate(row_counts):
             write_s, _ = timed(lambda: write_log(path, n_rows))
             size_mb = path.stat().st_size / 2**20
             print(f"\n== Score log: {n_rows:,} rows, {size_mb:.0f} MB CSV (written in {write_s:.1f} s)")
-            from ragcal.score_logs import calibrate_log, read_score_log
+            from ragcal.score_tables import calibrate_log, read_score_table
 
             read_s, table = timed(lambda: read_score_log(path, ["dense_top1"]))
             calibrate_s, result = timed(lambda: calibrate_log(table, "dense_top1", RULES))

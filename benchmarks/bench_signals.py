@@ -18,7 +18,8 @@ import time
 import pandas as pd
 
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES, RUST_BOOK_QUERIES
-from ragcal.scoring import build_index, score_table
+from ragcal.retrieval.index import build_index
+from ragcal.scoring import score_table
 from ragcal.signals import NEW_SIGNALS, SIGNALS
 
 N_QUERIES = 1000

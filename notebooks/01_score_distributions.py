@@ -31,13 +31,12 @@ import matplotlib.pyplot as plt
 
 from ragcal.interactive import ThresholdExplorer
 from ragcal.metrics import group_stats
-from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import ScoreDistributionDisplay, figure_style, save_figure
-from ragcal.scoring import load_score_table
+from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
 
 figures_dir = figures_dir or FIGURES_DIR
 
-table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
+table = notebook_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
 table["slice"].value_counts()
 
 # %% [markdown]
@@ -61,7 +60,7 @@ distribution.plot(ax=axes[1], kind="ecdf", legend=False)
 distribution.plot(ax=axes[2], kind="strip")
 for ax, title in zip(axes, ["histogram", "cumulative share", "every question"]):
     ax.set_title(title, loc="left")
-save_figure(figure, f"{figures_dir}/score_distributions")
+save_figure(figure, f"{figures_dir}/score_distributions");
 
 # %% [markdown]
 # ## Explore a threshold

@@ -29,15 +29,15 @@ figures_dir = None  # None: the figures/ folder of the project, wherever the ker
 # %%
 import warnings
 
-from ragcal.metrics import DegenerateInputWarning, auc_table, signal_columns
-from ragcal.notebooks import FIGURES_DIR
+from ragcal.metrics import DegenerateInputWarning, auc_table
 from ragcal.plotting import RocDisplay, save_figure
-from ragcal.scoring import load_score_table
+from ragcal.score_tables import signal_columns
 from ragcal.signals import SIGNALS
+from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
 
 figures_dir = figures_dir or FIGURES_DIR
 
-table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
+table = notebook_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
 signals = signal_columns(table)
 directions = {name: SIGNALS[name].higher_is_answerable for name in signals if name in SIGNALS}
 
@@ -66,7 +66,7 @@ continuous = [name for name in signals if not name.startswith("bm25_empty")]
 with_bands = ["dense_top1", "bm25_top1_stopwords"]
 roc = RocDisplay.from_score_table(table, continuous, directions=directions, n_resamples=n_resamples)
 roc.plot(bands=with_bands)
-save_figure(roc.figure_, f"{figures_dir}/roc")
+save_figure(roc.figure_, f"{figures_dir}/roc");
 
 # %% [markdown]
 # The hard part: answerable against near-domain questions only.
@@ -75,4 +75,4 @@ save_figure(roc.figure_, f"{figures_dir}/roc")
 roc_near = RocDisplay.from_score_table(table, continuous, directions=directions, comparison="near-domain",
                                        n_resamples=n_resamples)
 roc_near.plot(bands=with_bands)
-save_figure(roc_near.figure_, f"{figures_dir}/roc_near_domain")
+save_figure(roc_near.figure_, f"{figures_dir}/roc_near_domain");

@@ -28,18 +28,16 @@ n_splits = 1000
 figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
-import numpy as np
-
 from ragcal.calibration import fit_threshold, heldout_outcomes, published_split
 from ragcal.metrics import outcome_table
-from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import HeldoutDisplay, TradeoffDisplay, save_figure
-from ragcal.report import guarantee_check, split_counts
-from ragcal.scoring import load_score_table
+from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
+from ragcal.study.published import SWEEP_GRID
+from ragcal.study.report import guarantee_check, split_counts
 
 figures_dir = figures_dir or FIGURES_DIR
 
-table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
+table = notebook_score_table(scores_path, queries_path=queries_path, corpus_dir=corpus_dir)
 
 # %% [markdown]
 # ## The sweep, in the published layout
@@ -48,13 +46,13 @@ table = load_score_table(scores_path, queries_path=queries_path, corpus_dir=corp
 # unrelated refused; at 0.50, 90% kept, 93% and 100% refused.
 
 # %%
-sweep_table = outcome_table(table, signal, np.round(np.arange(0.30, 0.551, 0.05), 2))
+sweep_table = outcome_table(table, signal, SWEEP_GRID)
 columns = [c for c in sweep_table.columns if c == "threshold" or c.endswith(("_kept", "_refused", "_low", "_high"))]
 sweep_table[columns].round(2)
 
 # %%
 tradeoff = TradeoffDisplay.from_score_table(table, signal, rules=("keep@1.0", "keep@0.95")).plot()
-save_figure(tradeoff.figure_, f"{figures_dir}/tradeoff")
+save_figure(tradeoff.figure_, f"{figures_dir}/tradeoff");
 
 # %% [markdown]
 # ## One held-out split (the published protocol)
@@ -81,7 +79,7 @@ print(guarantee_check(repeated, total_answerable=int(table["answerable"].sum()))
 
 # %%
 heldout = HeldoutDisplay.from_heldout(repeated).plot()
-save_figure(heldout.figure_, f"{figures_dir}/heldout")
+save_figure(heldout.figure_, f"{figures_dir}/heldout");
 
 # %% [markdown]
 # Thresholds fitted on all labeled questions, for use:

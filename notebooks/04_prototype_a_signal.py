@@ -29,10 +29,9 @@ figures_dir = None  # None: the figures/ folder of the project, wherever the ker
 
 # %%
 from ragcal.metrics import auc_table
-from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import RocDisplay, TradeoffDisplay, save_figure
-from ragcal.scoring import load_score_table
 from ragcal.signals import register_signal
+from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
 
 figures_dir = figures_dir or FIGURES_DIR
 
@@ -46,7 +45,7 @@ def dense_lift(results):
 
 
 # %%
-table = load_score_table(queries_path=queries_path, corpus_dir=corpus_dir)
+table = notebook_score_table(queries_path=queries_path, corpus_dir=corpus_dir)
 table[["id", "slice", "dense_top1", "dense_lift"]].head()
 
 # %%
@@ -55,8 +54,8 @@ aucs.round(3)
 
 # %%
 roc = RocDisplay.from_score_table(table, ["dense_top1", "dense_gap", "dense_lift"], n_resamples=n_resamples).plot()
-save_figure(roc.figure_, f"{figures_dir}/new_signal_roc")
+save_figure(roc.figure_, f"{figures_dir}/new_signal_roc");
 
 # %%
 tradeoff = TradeoffDisplay.from_score_table(table, "dense_lift").plot()
-save_figure(tradeoff.figure_, f"{figures_dir}/new_signal_tradeoff")
+save_figure(tradeoff.figure_, f"{figures_dir}/new_signal_tradeoff");

@@ -38,17 +38,15 @@ from pathlib import Path
 import pandas as pd
 
 from ragcal.calibration import split_by_slice
-from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
-from ragcal.gate_study import AT_95, gate_fitters
 from ragcal.gates import ask, floor_gap_sweep, gate_outcomes, heldout_gates, load_gate, save_gate, summarize_heldout_gates
-from ragcal.notebooks import FIGURES_DIR
 from ragcal.plotting import FloorGapDisplay, GateOutcomeDisplay, save_figure
-from ragcal.report import HELDOUT_RULES
-from ragcal.scoring import score_query_file
+from ragcal.study.gates import AT_95, gate_fitters
+from ragcal.study.notebooks import FIGURES_DIR, notebook_scored_index
+from ragcal.study.report import HELDOUT_RULES
 
 figures_dir = figures_dir or FIGURES_DIR
 
-table, index, retrieved = score_query_file(queries_path or FASTAPI_QUERIES, corpus_dir or FASTAPI_CORPUS)
+table, index, retrieved = notebook_scored_index(queries_path=queries_path, corpus_dir=corpus_dir)
 calibration = split_by_slice(table["slice"], random_state=0)
 fitters = gate_fitters(HELDOUT_RULES)
 print(f"{len(index.chunks)} chunks; fitting on {calibration.sum()} questions, holding out {(~calibration).sum()}")
@@ -107,8 +105,8 @@ repeated = summarize_heldout_gates(heldout_gates(table, fitters, n_splits=n_spli
 repeated[repeated["outcome"].isin(["answered", "refuse"]) & (repeated["slice"] != "answerable")].round(3).head(12)
 
 # %%
-comparison = GateOutcomeDisplay.from_outcomes(repeated.rename(columns={"mean": "heldout_mean"})).plot()
-save_figure(comparison.figure_, f"{figures_dir}/gates")
+comparison = GateOutcomeDisplay.from_outcomes(repeated).plot()
+save_figure(comparison.figure_, f"{figures_dir}/gates");
 
 # %% [markdown]
 # ## Floor x min_gap
@@ -120,4 +118,4 @@ save_figure(comparison.figure_, f"{figures_dir}/gates")
 # %%
 fitted = fitters["floor-gap keep@0.95"](table)
 surface = FloorGapDisplay.from_sweep(floor_gap_sweep(table), fitted=fitted).plot()
-save_figure(surface.figure_, f"{figures_dir}/floor_gap")
+save_figure(surface.figure_, f"{figures_dir}/floor_gap");

@@ -26,8 +26,8 @@ figures_dir = None  # None: the figures/ folder of the project, wherever the ker
 # %%
 import pandas as pd
 
-from ragcal.notebooks import FIGURES_DIR, RESULTS_DIR
 from ragcal.plotting import AucComparisonDisplay, ChunkingSweepDisplay, save_figure
+from ragcal.study.notebooks import FIGURES_DIR, RESULTS_DIR
 
 figures_dir = figures_dir or FIGURES_DIR
 results_dir = results_dir or RESULTS_DIR
@@ -61,7 +61,7 @@ auc.pivot_table(index="signal", columns=["comparison", "corpus"], values="auc [9
 
 # %%
 auc_comparison = AucComparisonDisplay.from_auc_tables(auc_tables).plot()
-save_figure(auc_comparison.figure_, f"{figures_dir}/auc_two_corpora")
+save_figure(auc_comparison.figure_, f"{figures_dir}/auc_two_corpora");
 
 # %% [markdown]
 # ## Chunking
@@ -83,4 +83,4 @@ chunking.pivot_table(
 
 # %%
 chunking_sweep.plot()
-save_figure(chunking_sweep.figure_, f"{figures_dir}/chunking_two_corpora")
+save_figure(chunking_sweep.figure_, f"{figures_dir}/chunking_two_corpora");

@@ -32,12 +32,12 @@ figures_dir = None  # None: the figures/ folder of the project, wherever the ker
 # %%
 from ragcal.gates import DEFAULT_LEARNED_SIGNALS
 from ragcal.gates.learned import crossfit_scores
-from ragcal.learned_study import candidate_sets, heldout_learned, summarize_learned
-from ragcal.metrics import auc_table, signal_columns
-from ragcal.notebooks import FIGURES_DIR
+from ragcal.metrics import auc_table
 from ragcal.plotting import CoefficientDisplay, RocDisplay, save_figure
-from ragcal.scoring import load_score_table
+from ragcal.score_tables import signal_columns
 from ragcal.signals import NEW_SIGNALS, SIGNALS, register_signal
+from ragcal.study.learned import candidate_sets, heldout_learned, summarize_learned
+from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
 
 figures_dir = figures_dir or FIGURES_DIR
 
@@ -57,7 +57,7 @@ def dense_lift_over_domain(results):
 
 
 # %%
-table = load_score_table(queries_path=queries_path, corpus_dir=corpus_dir)
+table = notebook_score_table(queries_path=queries_path, corpus_dir=corpus_dir)
 table[["id", "slice", "dense_top1", *NEW_SIGNALS[:3], "dense_lift_over_domain"]].head()
 
 # %% [markdown]
@@ -93,7 +93,7 @@ table["learned_default_oof"] = crossfit_scores(table, DEFAULT_LEARNED_SIGNALS, n
 roc = RocDisplay.from_score_table(
     table, ["dense_top1", "bm25_top1_raw", "learned_default_oof"], comparison="near-domain", n_resamples=n_resamples
 ).plot()
-save_figure(roc.figure_, f"{figures_dir}/learned_roc")
+save_figure(roc.figure_, f"{figures_dir}/learned_roc");
 
 # %% [markdown]
 # What the learned gates lean on: standardised coefficients (log-odds of "answerable" per standard deviation),
@@ -103,4 +103,4 @@ save_figure(roc.figure_, f"{figures_dir}/learned_roc")
 coefficients = CoefficientDisplay.from_coefficients(
     summary["coefficients"], gates=["learned default", "learned default+lift"]
 ).plot()
-save_figure(coefficients.figure_, f"{figures_dir}/learned_coefficients")
+save_figure(coefficients.figure_, f"{figures_dir}/learned_coefficients");

@@ -57,12 +57,13 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy.stats import binom
 
-from .metrics import outcome_table
+from .metrics import auc_table, group_stats, outcome_table, sweep
 
 __all__ = [
     "CalibrationWarning",
@@ -74,8 +75,13 @@ __all__ = [
     "threshold_min_cost",
     "fit_threshold",
     "split_by_slice",
+    "fit_rule",
     "heldout_outcomes",
+    "summarize_heldout",
+    "fallback_notes",
     "published_split",
+    "Calibration",
+    "calibrate",
 ]
 
 
@@ -253,6 +259,30 @@ def split_by_slice(slices, *, random_state=0) -> np.ndarray:
     return calibration
 
 
+def fit_rule(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1):
+    """:func:`fit_threshold`, saying whether the rule could be met, without raising or warning.
+
+    A ``keep@`` rule on scores with no answerable question has no share to
+    keep: its threshold is NaN. A rule whose guarantee cannot be met falls
+    back (see :class:`CalibrationWarning`).
+
+    Returns
+    -------
+    threshold : float
+    fallback : bool
+        True when the threshold is NaN or the rule fell back.
+    messages : list of str
+        The :class:`CalibrationWarning` messages, in order.
+    """
+    if parse_rule(rule)[0] == "keep" and not np.asarray(answerable, dtype=bool).any():
+        return math.nan, True, []  # no answerable question to keep a share of
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CalibrationWarning)
+        threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta)
+    messages = [str(warning.message) for warning in caught if issubclass(warning.category, CalibrationWarning)]
+    return threshold, bool(messages) or math.isnan(threshold), messages
+
+
 def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
     outcome = outcome_table(
         table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable, intervals=False
@@ -294,7 +324,8 @@ def heldout_outcomes(
         ``<slice>_refused`` for each unanswerable slice and
         ``unanswerable_refused``, with their counts.
     """
-    names = {rule: parse_rule(rule)[0] for rule in rules}
+    for rule in rules:
+        parse_rule(rule)
     table = table[~table[signal].isna()].reset_index(drop=True)
     scores = table[signal].to_numpy(dtype=float)
     answerable = table["answerable"].to_numpy(dtype=bool)
@@ -304,19 +335,9 @@ def heldout_outcomes(
         calibration = split_by_slice(slices, random_state=random_state + split)
         evaluation = ~calibration
         for rule in rules:
-            if names[rule] == "keep" and not answerable[calibration].any():
-                threshold, fallback = math.nan, True  # no answerable question to keep a share of
-            else:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always", CalibrationWarning)
-                    threshold = fit_threshold(
-                        rule,
-                        scores[calibration],
-                        answerable[calibration],
-                        higher_is_answerable=higher_is_answerable,
-                        delta=delta,
-                    )
-                fallback = any(issubclass(warning.category, CalibrationWarning) for warning in caught)
+            threshold, fallback, _ = fit_rule(
+                rule, scores[calibration], answerable[calibration], higher_is_answerable=higher_is_answerable, delta=delta
+            )
             outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
             if math.isnan(threshold):  # no threshold, so no outcome either (rather than "refuses all")
                 outcome[[name for name in outcome.index if not name.endswith("_n")]] = np.nan
@@ -338,3 +359,192 @@ def published_split(
     return heldout_outcomes(
         table, signal, [rule], n_splits=1, random_state=random_state, higher_is_answerable=higher_is_answerable
     ).iloc[0]
+
+
+def summarize_heldout(heldout: pd.DataFrame, *, answerable: bool = True, unanswerable: bool = True) -> pd.DataFrame:
+    """5th, 50th and 95th percentile over splits of each rule's threshold and held-out outcomes.
+
+    Parameters
+    ----------
+    heldout : DataFrame
+        From :func:`heldout_outcomes`.
+    answerable, unanswerable : bool, default=True
+        Keep ``answerable_kept`` / the ``*_refused`` columns (False when the
+        table has no question of that kind, so the rates are undefined).
+
+    Returns
+    -------
+    DataFrame
+        One row per rule (in order); columns (measure, quantile). A threshold
+        quantile next to an infinite threshold (a rule that fell back) is the
+        nearest split's threshold rather than NaN.
+    """
+    columns = [
+        column
+        for column in heldout.columns
+        if (column in ("threshold", "answerable_kept") or column.endswith("_refused"))
+        and not (column == "answerable_kept" and not answerable)
+        and not (column.endswith("_refused") and not unanswerable)
+    ]
+    quantiles = heldout.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95])
+    nearest = heldout.groupby("rule", sort=False)[["threshold"]].quantile([0.05, 0.5, 0.95], interpolation="nearest")
+    quantiles["threshold"] = quantiles["threshold"].fillna(nearest["threshold"])
+    return quantiles.unstack()
+
+
+def fallback_notes(heldout: pd.DataFrame) -> list[str]:
+    """One sentence per rule that could not be met on some calibration halves, saying what it did there."""
+    lines = []
+    for rule, group in heldout.groupby("rule", sort=False):
+        fell_back = group[group["fallback"]]
+        if fell_back.empty:
+            continue
+        counted = f"in {len(fell_back)} of {len(group)} splits"
+        threshold = fell_back["threshold"].iloc[0]
+        name = parse_rule(rule)[0]
+        if name == "keep":
+            lines.append(f"{rule}: no answerable calibration questions {counted}, no threshold there (n/a)")
+        elif name == "recall_guarantee":
+            lines.append(
+                f"{rule}: too few answerable calibration questions for the guarantee {counted}, "
+                f"the rule answers everything there (threshold {threshold:+g})"
+            )
+        else:
+            lines.append(
+                f"{rule}: too few unanswerable calibration questions for the guarantee {counted}, "
+                f"the rule refuses everything there (threshold {threshold:+g})"
+            )
+    return lines
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Everything :func:`calibrate` computed for one signal of a score table, as plain tables.
+
+    Attributes
+    ----------
+    signal : str
+    higher_is_answerable : bool
+    n_rows : int
+    group_stats : DataFrame
+        :func:`ragcal.metrics.group_stats` (exact, every row).
+    auc : DataFrame
+        :func:`ragcal.metrics.auc_table` with ``bootstrap_rows``; its
+        ``interval`` column names the bootstrap scheme.
+    thresholds : DataFrame
+        One row per rule, fitted on every row: ``rule``, ``threshold``,
+        ``fallback``, ``messages`` (the :class:`CalibrationWarning` texts) and
+        the exact per-slice outcome with Clopper-Pearson intervals.
+    sweep : DataFrame
+        :func:`ragcal.metrics.sweep` with the fitted thresholds (sized for
+        large tables by ``every_score_limit``); ``sweep.attrs["scheme"]``
+        says which thresholds were swept.
+    heldout : DataFrame or None
+        :func:`heldout_outcomes` over ``n_splits`` splits; None without splits.
+    """
+
+    signal: str
+    higher_is_answerable: bool
+    n_rows: int
+    group_stats: pd.DataFrame
+    auc: pd.DataFrame
+    thresholds: pd.DataFrame
+    sweep: pd.DataFrame
+    heldout: pd.DataFrame | None = None
+
+    @property
+    def sweep_scheme(self) -> str:
+        return self.sweep.attrs.get("scheme", "")
+
+
+def calibrate(
+    table: pd.DataFrame,
+    signal: str,
+    rules=("keep@0.95",),
+    *,
+    higher_is_answerable: bool = True,
+    delta: float = 0.1,
+    n_splits: int = 0,
+    n_resamples: int = 2000,
+    bootstrap_rows: int = 20_000,
+    grid_points: int = 1001,
+    every_score_limit: int = 20_000,
+    random_state=0,
+) -> Calibration:
+    """Group statistics, AUC with intervals, every rule with its exact outcome, a sweep and held-out splits.
+
+    Sized for any table: a labeled set of 200 questions or a production log
+    of millions of rows (subsampled bootstrap above ``bootstrap_rows`` rows, a
+    threshold grid above ``every_score_limit`` distinct scores).
+
+    Parameters
+    ----------
+    table : DataFrame
+        A checked score table, e.g. from :func:`ragcal.score_tables.read_score_table`.
+    signal : str
+    rules : sequence of str, default=("keep@0.95",)
+        Rule keys, see :func:`fit_threshold`.
+    higher_is_answerable, delta
+        As for :func:`fit_threshold`.
+    n_splits : int, default=0
+        Held-out stratified half splits (:func:`heldout_outcomes`); none when 0.
+    n_resamples, bootstrap_rows
+        See :func:`ragcal.metrics.auc_interval`.
+    grid_points, every_score_limit
+        See :func:`ragcal.metrics.sweep`.
+    random_state : int, default=0
+        Seeds the AUC bootstrap and the held-out splits.
+
+    Returns
+    -------
+    Calibration
+
+    Examples
+    --------
+    >>> table = read_score_table("scores.parquet", ["dense_top1"])  # doctest: +SKIP
+    >>> calibrate(table, "dense_top1", ["keep@0.95", "min_cost@5"]).thresholds  # doctest: +SKIP
+    """
+    rules = list(rules)
+    for rule in rules:
+        parse_rule(rule)
+    stats = group_stats(table, [signal])
+    aucs = auc_table(
+        table,
+        [signal],
+        directions={signal: higher_is_answerable},
+        n_resamples=n_resamples,
+        bootstrap_rows=bootstrap_rows,
+        random_state=random_state,
+    )
+    finite = table[~table[signal].isna()]
+    scores = finite[signal].to_numpy(dtype=float)
+    answerable = finite["answerable"].to_numpy(dtype=bool)
+    fitted = [
+        fit_rule(rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta) for rule in rules
+    ]
+    outcomes = outcome_table(
+        finite, signal, [threshold for threshold, _, _ in fitted], higher_is_answerable=higher_is_answerable
+    )
+    outcomes.insert(0, "messages", [messages for _, _, messages in fitted])
+    outcomes.insert(0, "fallback", [fallback for _, fallback, _ in fitted])
+    outcomes.insert(0, "rule", rules)
+    swept = sweep(
+        finite,
+        signal,
+        thresholds=[threshold for threshold, _, _ in fitted],
+        higher_is_answerable=higher_is_answerable,
+        grid_points=grid_points,
+        every_score_limit=every_score_limit,
+    )
+    heldout = None
+    if n_splits:
+        heldout = heldout_outcomes(
+            table,
+            signal,
+            rules,
+            n_splits=n_splits,
+            random_state=random_state,
+            higher_is_answerable=higher_is_answerable,
+            delta=delta,
+        )
+    return Calibration(signal, higher_is_answerable, len(table), stats, aucs, outcomes, swept, heldout)

@@ -19,8 +19,10 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from .embedding import Embedder
+from .formatting import interval_cell
 from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics
-from .scoring import build_index
+from .queries import gold_pages
+from .retrieval.index import build_index
 
 __all__ = [
     "CHUNKING_VARIANTS",
@@ -28,11 +30,12 @@ __all__ = [
     "MEASURES",
     "sweep_chunking",
     "format_sweep",
-    "gold_pages",
+    "MEASURE_LABELS",
+    "chunking_verdict",
     "parse_variants",
 ]
 
-#: name -> :func:`ragcal.scoring.build_index` options. ``headings-whole`` keeps every section whole.
+#: name -> :func:`ragcal.retrieval.index.build_index` options. ``headings-whole`` keeps every section whole.
 CHUNKING_VARIANTS = {
     "headings-128": {"chunker": "headings", "max_tokens": 128, "expand_includes": True},
     "headings-256": {"chunker": "headings", "max_tokens": 256, "expand_includes": True},
@@ -41,15 +44,17 @@ CHUNKING_VARIANTS = {
     "fixed-500": {"chunker": "fixed", "window": 500, "expand_includes": True},
     "headings-256-no-includes": {"chunker": "headings", "max_tokens": 256, "expand_includes": False},
 }
-#: The default of :func:`ragcal.scoring.build_index`, and the baseline of the paired differences.
+#: The default of :func:`ragcal.retrieval.index.build_index`, and the baseline of the paired differences.
 DEFAULT_VARIANT = "headings-256"
 #: Measures of the sweep, in column order.
 MEASURES = ("recall@5", "mrr@10", "dense_top1_auc", "bm25_top1_raw_auc")
-
-
-def gold_pages(queries: pd.DataFrame) -> dict:
-    """``{query id: gold pages}`` for answerable queries."""
-    return {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}
+#: How tables and sentences name each measure.
+MEASURE_LABELS = {
+    "recall@5": "Recall@5",
+    "mrr@10": "MRR@10",
+    "dense_top1_auc": "dense_top1 AUC",
+    "bm25_top1_raw_auc": "bm25_top1_raw AUC",
+}
 
 
 def parse_variants(max_tokens="128,256,512,whole", windows="500", *, includes_off: bool = False) -> dict:
@@ -89,7 +94,7 @@ def sweep_chunking(
     embedder=None,
     variants=None,
     baseline: str = DEFAULT_VARIANT,
-    exclude=None,
+    exclude=(),
     n_resamples: int = 2000,
     random_state=0,
     log=None,
@@ -104,9 +109,11 @@ def sweep_chunking(
     embedder : Embedder, default=None
         Shared by all variants, so unchanged chunk texts are embedded once (cache).
     variants : dict, default=None
-        name -> :func:`ragcal.scoring.build_index` options; :data:`CHUNKING_VARIANTS` when None.
+        name -> :func:`ragcal.retrieval.index.build_index` options; :data:`CHUNKING_VARIANTS` when None.
     baseline : str, default="headings-256"
         Must be one of ``variants``.
+    exclude : sequence of str, default=()
+        Pages to leave out of every variant.
 
     Returns
     -------
@@ -174,32 +181,76 @@ def _measure(name, value, low, high, diff, diff_low, diff_high) -> dict:
     }
 
 
-def interval_cell(row, name, *, sign=False) -> str:
-    """``row[name]`` with its ``_low`` and ``_high`` columns, formatted by :func:`ragcal.report.format_interval`."""
-    from .report import format_interval
-
-    return format_interval(row[name], row[f"{name}_low"], row[f"{name}_high"], sign=sign)
-
-
 def format_sweep(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT) -> str:
     """The sweep as a Markdown table: value [95% CI] and paired difference [95% CI] per measure."""
     rows = []
-    labels = (
-        ("recall@5", "Recall@5"),
-        ("mrr@10", "MRR@10"),
-        ("dense_top1_auc", "dense_top1 AUC"),
-        ("bm25_top1_raw_auc", "bm25_top1_raw AUC"),
-    )
     for _, row in chunking.iterrows():
         record = {
             "variant": row["variant"],
             "chunks": int(row["chunks"]),
             "median tokens": f"{row['median_tokens']:.0f}",
         }
-        for metric, label in labels:
+        for metric, label in MEASURE_LABELS.items():
             record[label] = interval_cell(row, metric)
             record[f"{label} vs {default}"] = (
                 "baseline" if row["variant"] == default else interval_cell(row, f"{metric}_diff", sign=True)
             )
         rows.append(record)
     return pd.DataFrame(rows).to_markdown(index=False)
+
+
+def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tuple[str | None, str]:
+    """Which chunking variant serves every corpus, judged by paired intervals against the default.
+
+    A variant *beats* the default when, on every corpus, at least one measure's
+    paired interval lies above zero and none lies below. Returns the best such
+    variant (most wins) or None, and a sentence that says so.
+    """
+    variants = [name for name in chunkings[next(iter(chunkings))]["variant"] if name != default]
+    record = {}
+    for variant in variants:
+        wins, losses = {}, {}
+        for corpus, table in chunkings.items():
+            row = table.set_index("variant").loc[variant]
+            wins[corpus] = [m for m in MEASURES if row[f"{m}_diff_low"] > 0]
+            losses[corpus] = [m for m in MEASURES if row[f"{m}_diff_high"] < 0]
+        record[variant] = (wins, losses)
+    beating = {
+        variant: sum(len(found) for found in wins.values())
+        for variant, (wins, losses) in record.items()
+        if all(wins.values()) and not any(losses.values())
+    }
+    # Never worse anywhere, better somewhere: evidence from some corpora only.
+    partial = {
+        variant: [corpus for corpus, found in wins.items() if found]
+        for variant, (wins, losses) in record.items()
+        if any(wins.values()) and not any(losses.values()) and variant not in beating
+    }
+    lines = []
+    for variant, (wins, losses) in record.items():
+        parts = []
+        for corpus in chunkings:
+            better = ", ".join(MEASURE_LABELS[m] for m in wins[corpus]) or "nothing"
+            worse = ", ".join(MEASURE_LABELS[m] for m in losses[corpus]) or "nothing"
+            parts.append(f"{corpus}: better on {better}, worse on {worse}")
+        lines.append(f"- `{variant}` against `{default}`: " + "; ".join(parts) + ".")
+    where = "on this corpus" if len(chunkings) == 1 else "on every corpus"
+    if beating:
+        best = max(beating, key=beating.get)
+        verdict = (
+            f"`{best}` beats `{default}` {where} (a paired interval above zero, none below), so it is the better "
+            "choice" + (" here." if len(chunkings) == 1 else " across them.")
+        )
+    else:
+        best = None
+        verdict = f"No variant beats `{default}` {where} without losing somewhere, so `{default}` stays."
+        for variant, corpora in partial.items():
+            others = [corpus for corpus in chunkings if corpus not in corpora]
+            verdict += (
+                f" `{variant}` is never worse and is better on {', '.join(corpora)}; on {', '.join(others)} the data "
+                "cannot tell it apart from the default, so the evidence for it comes from "
+                + ("that corpus alone." if len(corpora) == 1 else "those corpora alone.")
+            )
+        if len(chunkings) > 1:
+            verdict += " Run `ragcal sweep-chunking QUERIES.csv --corpus DIR` to choose for your own corpus."
+    return best, "\n".join([verdict, "", *lines])

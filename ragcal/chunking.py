@@ -22,7 +22,6 @@ bound on the number of WordPiece tokens the embedding model sees.
 from __future__ import annotations
 
 import math
-
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
@@ -38,9 +37,29 @@ __all__ = [
     "chunk_size_summary",
     "count_tokens",
     "HEADING_SEPARATOR",
+    "chunk_id",
+    "page_of",
+    "pages_of",
 ]
 
 HEADING_SEPARATOR = " › "
+
+
+def chunk_id(page: str, position: int) -> str:
+    """The id of a page's ``position``-th chunk: ``<page path>#<position>`` (what TREC runs carry as docid)."""
+    return f"{page}#{position}"
+
+
+def page_of(chunk_id: str) -> str:
+    """The page of a chunk id: ``"tutorial/cors.md#3"`` -> ``"tutorial/cors.md"``."""
+    return chunk_id.rsplit("#", 1)[0]
+
+
+def pages_of(chunk_ids) -> list[str]:
+    """:func:`page_of` of each chunk id, in order (a pandas Series is split vectorised, and a list comes back)."""
+    if isinstance(chunk_ids, pd.Series):
+        return chunk_ids.str.rsplit("#", n=1).str[0].tolist()
+    return [page_of(chunk_id) for chunk_id in chunk_ids]
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
@@ -339,7 +358,7 @@ def chunk_by_headings(documents, *, max_tokens: int | None = 256) -> list[Chunk]
         for heading_path, blocks in sections:
             for body, oversized in _pack(blocks, math.inf if max_tokens is None else max_tokens):
                 chunk = Chunk(
-                    chunk_id=f"{document.path}#{position}",
+                    chunk_id=chunk_id(document.path, position),
                     doc_path=document.path,
                     heading_path=heading_path,
                     body=body,
@@ -389,7 +408,7 @@ def chunk_fixed_size(documents, *, size: int = 500, overlap: int = 0) -> list[Ch
             body = document.text[window[0][0] : window[-1][1]]
             chunks.append(
                 Chunk(
-                    chunk_id=f"{document.path}#{position}",
+                    chunk_id=chunk_id(document.path, position),
                     doc_path=document.path,
                     heading_path=(),
                     body=body,

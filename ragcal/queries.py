@@ -14,7 +14,7 @@ import pandas as pd
 
 from ._io import delimiter_problem
 
-__all__ = ["QUERY_COLUMNS", "QueryFileError", "close_path", "load_queries", "parse_answerable"]
+__all__ = ["QUERY_COLUMNS", "QueryFileError", "close_path", "gold_pages", "load_queries", "parse_answerable"]
 
 QUERY_COLUMNS = ("id", "query", "answerable", "slice", "gold")
 _BOOLEANS = {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}
@@ -169,3 +169,8 @@ def load_queries(path, *, corpus_paths=None) -> pd.DataFrame:
     frame["answerable"] = answerable
     frame["gold"] = gold
     return frame
+
+
+def gold_pages(queries: pd.DataFrame) -> dict:
+    """``{query id: gold pages}`` for answerable queries."""
+    return {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}

@@ -1,347 +1,24 @@
-"""From a corpus and labeled queries to the score table and TREC run files.
+"""From labeled queries and their retrieval results to the score table.
 
 ::
 
-    index = build_index("data/corpora/fastapi/docs")
-    queries = load_queries("data/queries/starter.csv", corpus_paths=index.doc_paths)
+    index = build_index("path/to/markdown")
+    queries = load_queries("my_queries.csv", corpus_paths=index.doc_paths)
     retrieved = index.retrieve(queries["query"])
     table = score_table(queries, retrieved)
+
+The table's schema, checks, reading and writing live in :mod:`ragcal.score_tables`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import pandas as pd
 
-from . import __version__
-from ._io import atomic_write_text
-from .access import DEFAULT_ACCESS, AccessPolicy, parse_levels
-from .chunking import chunk_by_headings, chunk_fixed_size
 from .corpus import load_corpus
-from .datasets import default_exclude
-from .embedding import DEFAULT_MODEL, Embedder
-from .metrics import SCORE_KEY_COLUMNS
-from .retrieval import BM25Retriever, DenseRetriever, reciprocal_rank_fusion
-from .retrieval.diagnostics import attach_diagnostics
+from .score_tables import SCORE_KEY_COLUMNS
 from .signals import compute_signals, signals_for
 
-__all__ = [
-    "RetrievalIndex",
-    "chunk_corpus",
-    "build_index",
-    "score_table",
-    "score_query_file",
-    "write_trec_run",
-    "write_trec_runs",
-    "write_score_table",
-    "load_score_table",
-    "SCORE_KEY_COLUMNS",
-]
-
-CHUNKERS = ("headings", "fixed")
-
-
-@dataclass
-class RetrievalIndex:
-    """Chunks of a corpus with a dense and two BM25 retrievers over them, and optionally a reranker.
-
-    Attributes
-    ----------
-    chunks : list of Chunk
-    dense : DenseRetriever
-    bm25 : dict of str to BM25Retriever
-        ``{"bm25_raw": ..., "bm25_stopwords": ...}``.
-    fuse : tuple of str
-        Retrievers whose lists reciprocal rank fusion merges into ``"rrf"``.
-    config : dict
-        Everything the scores depend on: model fingerprint, chunker and its
-        parameters, corpus digest, reranker, access levels. Written next to
-        every output.
-    levels : list of str, default=None
-        Access level of every chunk (see :mod:`ragcal.access`); all
-        ``"public"`` when None.
-    reranker : CrossEncoderReranker, default=None
-        Re-scores the fused candidates into the ``"rerank"`` view.
-    """
-
-    chunks: list
-    dense: DenseRetriever
-    bm25: dict
-    fuse: tuple = ("dense", "bm25_stopwords")
-    config: dict = field(default_factory=dict)
-    levels: list | None = None
-    reranker: object = None
-    _views: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self):
-        if self.levels is None:
-            self.levels = [DEFAULT_ACCESS] * len(self.chunks)
-        if len(self.levels) != len(self.chunks):
-            raise ValueError(f"{len(self.levels)} access levels for {len(self.chunks)} chunks")
-
-    @property
-    def doc_paths(self) -> set[str]:
-        return {chunk.doc_path for chunk in self.chunks} | set(self.config.get("documents", ()))
-
-    @property
-    def retriever_names(self) -> tuple[str, ...]:
-        return ("dense", *self.bm25, "rrf") + (("rerank",) if self.reranker is not None else ())
-
-    def restrict(self, allowed_levels) -> "RetrievalIndex":
-        """The index a caller who may see ``allowed_levels`` searches: only the chunks at those levels.
-
-        Its dense index holds only their vectors, its BM25 statistics (IDF,
-        lengths) come only from their texts, and fusion, the reranker, the
-        signals and refusal messages see nothing else. One view is built per
-        distinct set of levels, then reused. When every chunk is visible,
-        the view is the index itself.
-
-        Raises
-        ------
-        ValueError
-            If no chunk is visible at these levels.
-        """
-        allowed = parse_levels(allowed_levels)
-        if allowed in self._views:
-            return self._views[allowed]
-        unknown = sorted(set(allowed) - set(self.levels))
-        if unknown:  # fails closed (nothing extra is shown), but a typo deserves a word
-            import warnings
-
-            from .access import AccessWarning
-
-            warnings.warn(
-                f"access level(s) {', '.join(unknown)} occur on no page of {self.config.get('corpus', 'the corpus')}",
-                AccessWarning,
-                stacklevel=2,
-            )
-        keep = [position for position, level in enumerate(self.levels) if level in allowed]
-        if not keep:
-            present = ", ".join(sorted(set(self.levels)))
-            raise ValueError(
-                f"no chunk of {self.config.get('corpus', 'the corpus')} is visible at access level(s) "
-                f"{', '.join(allowed)}; the corpus has level(s) {present}"
-            )
-        if len(keep) == len(self.chunks):  # everything is visible: the view is the index itself
-            self._views[allowed] = self
-            return self
-        chunks = [self.chunks[position] for position in keep]
-        bm25 = {
-            name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name, backend=r.backend)
-            for name, r in self.bm25.items()
-        }
-        visible_pages = sorted({chunk.doc_path for chunk in chunks})
-        config = {**self.config, "documents": visible_pages, "allowed_levels": list(allowed), "n_visible": len(keep)}
-        view = RetrievalIndex(
-            chunks,
-            self.dense.subset(keep),
-            bm25,
-            fuse=self.fuse,
-            config=config,
-            levels=[self.levels[position] for position in keep],
-            reranker=self.reranker,
-        )
-        self._views[allowed] = view
-        return view
-
-    def retrieve(
-        self,
-        queries,
-        *,
-        depth: int = 100,
-        rrf_k: int = 60,
-        rrf_top: int = 50,
-        allowed_levels=None,
-        diagnostics: bool = True,
-    ) -> dict[str, list]:
-        """Run every retriever on every query.
-
-        Parameters
-        ----------
-        queries : sequence of str
-        depth : int, default=100
-            Results per retriever.
-        rrf_k, rrf_top : int
-            Reciprocal rank fusion's damping constant and list length (at
-            least the reranker's depth, so that it has enough candidates).
-        allowed_levels : str or sequence of str, default=None
-            Search only the chunks at these access levels (see
-            :meth:`restrict`); None searches the whole index.
-        diagnostics : bool, default=True
-            Attach each retriever's per-query diagnostics to its results
-            (:func:`ragcal.retrieval.diagnostics.attach_diagnostics`), which
-            signals such as ``bm25_norm_raw`` or ``dense_centroid_cosine`` read;
-            without them those signals are NaN.
-
-        Returns
-        -------
-        dict of str to list of RetrievalResult
-            ``{retriever name: [result of query 0, query 1, ...]}`` for
-            ``dense``, ``bm25_raw``, ``bm25_stopwords``, ``rrf`` and, with a
-            reranker, ``rerank``.
-        """
-        if allowed_levels is not None:
-            view = self.restrict(allowed_levels)
-            return view.retrieve(queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics)
-        queries = [str(query) for query in queries]
-        query_vectors = self.dense.encode_queries(queries)
-        retrieved = {"dense": self.dense.search_vectors(query_vectors, k=depth)}
-        for name, retriever in self.bm25.items():
-            retrieved[name] = retriever.search(queries, k=depth)
-        if self.reranker is not None:
-            rrf_top = max(rrf_top, self.reranker.depth)
-        retrieved["rrf"] = [
-            reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
-            for position in range(len(queries))
-        ]
-        if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics.py)
-            retrieved = attach_diagnostics(
-                retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors
-            )
-        if self.reranker is not None:
-            texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
-            retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
-        return retrieved
-
-
-def chunk_corpus(
-    corpus_dir,
-    *,
-    chunker: str = "headings",
-    max_tokens: int = 256,
-    window: int = 500,
-    expand_includes: bool = True,
-    exclude=None,
-) -> tuple[list, list, dict]:
-    """Load and chunk a Markdown folder exactly as :func:`build_index` does, without embedding.
-
-    Parameters
-    ----------
-    corpus_dir : str or Path
-    chunker : {"headings", "fixed"}, default="headings"
-    max_tokens : int, default=256
-        Limit of the heading-aware chunker.
-    window : int, default=500
-        Window of the fixed-size chunker.
-    expand_includes : bool, default=True
-    exclude : tuple of str, default=None
-        Pages to leave out; None means :func:`ragcal.datasets.default_exclude`.
-
-    Returns
-    -------
-    documents : list of Document
-    chunks : list of Chunk
-    chunking : dict
-        The chunker and its options, for provenance.
-    """
-    if chunker not in CHUNKERS:
-        raise ValueError(f"The 'chunker' parameter of chunk_corpus must be one of {CHUNKERS}. Got {chunker!r} instead.")
-    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
-    documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
-    if chunker == "headings":
-        chunks = chunk_by_headings(documents, max_tokens=max_tokens)
-        chunking = {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
-    else:
-        chunks = chunk_fixed_size(documents, size=window)
-        chunking = {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
-    return documents, chunks, {**chunking, "excluded": list(exclude)}
-
-
-def build_index(
-    corpus_dir,
-    *,
-    model: str = DEFAULT_MODEL,
-    chunker: str = "headings",
-    max_tokens: int = 256,
-    window: int = 500,
-    expand_includes: bool = True,
-    exclude=None,
-    cache_dir=None,
-    use_cache: bool = True,
-    embedder: Embedder | None = None,
-    access: AccessPolicy | None = None,
-    allowed_levels=None,
-    reranker=None,
-    rerank_depth: int = 50,
-    dense_index="flat",
-) -> RetrievalIndex:
-    """Load, chunk, embed (through the cache) and index a Markdown folder.
-
-    Parameters
-    ----------
-    corpus_dir : str or Path
-    model : str, default=DEFAULT_MODEL
-    chunker : {"headings", "fixed"}, default="headings"
-    max_tokens : int, default=256
-        Limit of the heading-aware chunker.
-    window : int, default=500
-        Window of the fixed-size chunker.
-    expand_includes : bool, default=True
-    exclude : tuple of str, default=None
-        Pages to leave out; None means :func:`ragcal.datasets.default_exclude`.
-    cache_dir, use_cache
-        Passed to :class:`ragcal.embedding.Embedder`.
-    embedder : Embedder, default=None
-        A ready embedder; overrides ``model``, ``cache_dir`` and ``use_cache``.
-    access : AccessPolicy, default=None
-        How chunks get their access level (front matter ``access_level``, an
-        access map, a default); every chunk is ``"public"`` when None.
-    allowed_levels : str or sequence of str, default=None
-        Return only what a caller at these levels may see
-        (:meth:`RetrievalIndex.restrict`); None returns the whole index.
-    reranker : str or CrossEncoderReranker, default=None
-        A cross-encoder (folder or Hub name) that re-scores the fused
-        candidates into a ``"rerank"`` view. It is loaded before anything is
-        embedded, so a bad one fails early.
-    rerank_depth : int, default=50
-        How many fused candidates a reranker given by name re-scores.
-    dense_index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
-        faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
-        Recorded in ``config`` (``dense_index`` and its parameters): a
-        threshold fitted on approximate scores is on another scale.
-    """
-    if chunker not in CHUNKERS:
-        raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
-    if isinstance(reranker, (str, Path)):
-        from .retrieval.rerank import CrossEncoderReranker
-
-        reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
-    access = access or AccessPolicy()
-    documents, chunks, chunking = chunk_corpus(
-        corpus_dir,
-        chunker=chunker,
-        max_tokens=max_tokens,
-        window=window,
-        expand_includes=expand_includes,
-        exclude=exclude,
-    )
-    exclude = chunking.pop("excluded")
-    if not chunks:
-        raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
-    embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
-    dense = DenseRetriever.from_chunks(chunks, embedder, index=dense_index)
-    bm25 = {f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")}
-    corpus_digest = hashlib.sha256("\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()).hexdigest()
-    config = {
-        "ragcal_version": __version__,
-        "corpus": str(corpus_dir),
-        "documents": sorted(document.path for document in documents),
-        "excluded": list(exclude),
-        "n_chunks": len(chunks),
-        "chunks_sha256": corpus_digest,
-        "model": embedder.spec.name,
-        "model_fingerprint": embedder.fingerprint,
-        **chunking,
-        **access.to_dict(),
-        **(reranker.to_dict() if reranker is not None else {}),
-        **dense.index_config,
-    }
-    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=access.levels(chunks), reranker=reranker)
-    return index.restrict(allowed_levels) if allowed_levels is not None else index
+__all__ = ["score_table", "score_query_file"]
 
 
 def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.DataFrame:
@@ -375,48 +52,11 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
     return pd.concat([table, pd.DataFrame(rows, columns=names, dtype="float64")], axis=1)
 
 
-def format_trec_run(query_ids, results, *, tag: str | None = None) -> str:
-    """TREC run text (``qid Q0 docid rank score tag``), ranks from 1."""
-    lines = []
-    for query_id, result in zip(query_ids, results):
-        run_tag = tag or result.retriever
-        for rank, (chunk_id, score) in enumerate(zip(result.chunk_ids, result.scores), start=1):
-            if any(character.isspace() for character in chunk_id + str(query_id)):
-                raise ValueError(f"TREC runs cannot hold ids with white space: {query_id!r} / {chunk_id!r}")
-            lines.append(f"{query_id} Q0 {chunk_id} {rank} {score:.6f} {run_tag}")
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def write_trec_run(path, query_ids, results, *, tag: str | None = None) -> Path:
-    """Write one retriever's results as a TREC run file (atomically)."""
-    return atomic_write_text(path, format_trec_run(query_ids, results, tag=tag))
-
-
-def write_trec_runs(folder, query_ids, retrieved: dict, *, config: dict | None = None) -> list[Path]:
-    """Write ``<folder>/<retriever>.run`` for each retriever, plus ``meta.json``."""
-    folder = Path(folder)
-    texts = {name: format_trec_run(query_ids, results) for name, results in retrieved.items()}
-    paths = [atomic_write_text(folder / f"{name}.run", text) for name, text in texts.items()]
-    if config is not None:
-        paths.append(atomic_write_text(folder / "meta.json", json.dumps(config, indent=2) + "\n"))
-    return paths
-
-
-def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) -> Path:
-    """Write the score table as CSV and its provenance as ``<name>.meta.json``."""
-    path = Path(path)
-    # Full precision (shortest round-trip repr): a threshold fitted on the file must equal the live score it came from.
-    atomic_write_text(path, table.to_csv(index=False))
-    if config is not None:
-        atomic_write_text(path.with_name(path.stem + ".meta.json"), json.dumps(config, indent=2) + "\n")
-    return path
-
-
 def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options):
     """Build the index for ``corpus_dir`` and score a labeled query file.
 
     The query file is validated against the corpus before anything is
-    embedded. ``index_options`` go to :func:`build_index`.
+    embedded. ``index_options`` go to :func:`ragcal.retrieval.index.build_index`.
 
     Returns
     -------
@@ -426,9 +66,9 @@ def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options)
     retrieved : dict of str to list of RetrievalResult
     """
     from .queries import load_queries
+    from .retrieval.index import build_index
 
-    exclude = index_options.get("exclude")
-    exclude = default_exclude(corpus_dir) if exclude is None else tuple(exclude)
+    exclude = tuple(index_options.get("exclude", ()))
     documents = load_corpus(corpus_dir, expand_includes=False, exclude=exclude)
     queries = load_queries(queries_path, corpus_paths={document.path for document in documents})
     index = build_index(corpus_dir, **index_options)
@@ -436,23 +76,3 @@ def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options)
     return score_table(queries, retrieved, signals=signals), index, retrieved
 
 
-def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **index_options) -> pd.DataFrame:
-    """A score table for the notebooks: read one, or compute it from a corpus and a query file.
-
-    Parameters
-    ----------
-    scores_path : str or Path, default=None
-        An existing score table (for instance scores logged in production).
-        When given, nothing is retrieved.
-    queries_path, corpus_dir : default=None
-        The bundled FastAPI query set and docs when None.
-    """
-    from .datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
-    from .metrics import check_score_table
-
-    if scores_path is not None:
-        if not Path(scores_path).is_file():
-            raise ValueError(f"{scores_path}: score table not found")
-        return check_score_table(pd.read_csv(scores_path), source=str(scores_path))
-    table, _, _ = score_query_file(queries_path or FASTAPI_QUERIES, corpus_dir or FASTAPI_CORPUS, **index_options)
-    return table

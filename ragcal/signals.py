@@ -32,6 +32,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .chunking import page_of, pages_of
 from .retrieval.base import RetrievalResult
 from .retrieval.diagnostics import PAGE_NEIGHBOURS
 
@@ -380,7 +381,7 @@ def bm25_coverage_corpus(results):
 
 def _pages(result: RetrievalResult, depth: int) -> list[str]:
     """Distinct pages of the first ``depth`` chunks, in rank order."""
-    return list(dict.fromkeys(chunk_id.rsplit("#", 1)[0] for chunk_id in result.chunk_ids[:depth]))
+    return list(dict.fromkeys(pages_of(result.chunk_ids[:depth])))
 
 
 @register_signal("dense_bm25_page_overlap", retrievers=("dense", "bm25_stopwords"))
@@ -407,10 +408,10 @@ def dense_top_page_bm25_rr(results):
     dense = results["dense"]
     if dense.is_empty:
         return float("nan")
-    top_page = dense.chunk_ids[0].rsplit("#", 1)[0]
+    top_page = page_of(dense.chunk_ids[0])
     seen = set()
     for chunk_id in results["bm25_stopwords"].chunk_ids:  # pages in BM25's order, until the dense top page
-        page = chunk_id.rsplit("#", 1)[0]
+        page = page_of(chunk_id)
         if page == top_page:
             return 1.0 / (len(seen) + 1)
         seen.add(page)

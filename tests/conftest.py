@@ -46,7 +46,7 @@ def write(path: Path, text: str) -> Path:
 @pytest.fixture(scope="session")
 def fastapi_index():
     """The full bundled corpus with the default model and the default (user or CI) embedding cache."""
-    from ragcal.scoring import build_index
+    from ragcal.retrieval.index import build_index
 
     return build_index(FASTAPI_CORPUS)
 
@@ -55,6 +55,6 @@ def fastapi_index():
 def rust_book_index():
     """The whole bundled Rust book with the default model and the default (user or CI) embedding cache."""
     from ragcal.datasets import RUST_BOOK_CORPUS
-    from ragcal.scoring import build_index
+    from ragcal.retrieval.index import build_index
 
     return build_index(RUST_BOOK_CORPUS)

@@ -17,7 +17,9 @@ from ragcal.embedding import ModelSpec
 from ragcal.gates import FallbackChain, FloorGapGate, Stage, ThresholdGate
 from ragcal.gates.refusal import CorpusDescription
 from ragcal.retrieval import BM25Retriever
-from ragcal.scoring import build_index, format_trec_run, score_table
+from ragcal.retrieval.index import build_index
+from ragcal.runs import format_trec_run
+from ragcal.scoring import score_table
 
 LEVELS = ("public", "internal", "restricted")
 VOCABULARY = (

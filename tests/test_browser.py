@@ -25,7 +25,7 @@ import pytest
 
 import ragcal
 from ragcal.metrics import outcome_table
-from ragcal.notebooks import NOTEBOOKS_DIR
+from ragcal.study.notebooks import NOTEBOOKS_DIR
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -179,7 +179,7 @@ def score_table(fastapi_index):
 
     ``fastapi_index`` warms the shared embedding cache (once per session), which the kernel reads too.
     """
-    from ragcal.scoring import load_score_table
+    from ragcal.score_tables import load_score_table
 
     return load_score_table()
 

@@ -199,7 +199,7 @@ def test_chunks_options(tmp_path, no_model):
 def test_chunks_of_the_rust_book(tmp_path, capsys, no_model):
     from ragcal.chunking import chunk_size_summary
     from ragcal.datasets import RUST_BOOK_CORPUS
-    from ragcal.scoring import chunk_corpus
+    from ragcal.retrieval.index import chunk_corpus
 
     out = tmp_path / "rust.jsonl"
     assert main(["chunks", str(RUST_BOOK_CORPUS), "--out", str(out)]) == 0

@@ -6,7 +6,8 @@ import pytest
 
 from ragcal.calibration import fit_threshold
 from ragcal.chunk_sweep import MEASURES
-from ragcal.cross_corpus import auc_side_by_side, chunking_verdict, paired_signal_difference, threshold_transfer
+from ragcal.study.cross_corpus import auc_side_by_side, paired_signal_difference, threshold_transfer
+from ragcal.chunk_sweep import chunking_verdict
 from ragcal.metrics import auc_table
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ragcal.datasets import BUNDLED
-from ragcal.golden import GOLDEN_FILE, GOLDEN_IDS, compare_golden, golden_file, golden_snapshot
+from ragcal.study.golden import compare_golden, golden_file, golden_snapshot, GOLDEN_FILE, GOLDEN_IDS
 from ragcal.queries import load_queries
 
 

@@ -6,14 +6,9 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration import split_by_slice
-from ragcal.cross_corpus import learned_transfer_text
-from ragcal.learned_study import (
-    candidate_sets,
-    heldout_learned,
-    learned_transfer,
-    summarize_learned,
-)
-from ragcal.report import learned_gate_section
+from ragcal.study.cross_corpus import learned_transfer_text
+from ragcal.study.learned import candidate_sets, heldout_learned, learned_transfer, summarize_learned
+from ragcal.study.report import learned_gate_section
 
 SETS = {"pair": ("dense_top1", "bm25_top1_raw")}
 
@@ -139,7 +134,7 @@ def test_report_section_names_the_protocol_and_the_verdicts():
 
 
 def test_verdicts_from_paired_percentiles():
-    from ragcal.learned_study import _verdict
+    from ragcal.study.learned import _verdict
 
     assert _verdict(0.01, 0.2, 0.1) == "better"
     assert _verdict(-0.2, -0.01, -0.1) == "worse"
@@ -149,6 +144,6 @@ def test_verdicts_from_paired_percentiles():
 
 
 def test_a_difference_of_zero_on_every_split_is_called_the_same():
-    from ragcal.learned_study import _verdict
+    from ragcal.study.learned import _verdict
 
     assert _verdict(0.0, 0.0, 0.0) == "the same on every split"

@@ -11,9 +11,9 @@ from ragcal.metrics import (
     auc_with_ci,
     bootstrap_mean_ci,
     per_query_retrieval_metrics,
-    read_trec_run,
     retrieval_metrics,
 )
+from ragcal.runs import read_trec_run
 
 
 def run_frame(rankings):
@@ -159,7 +159,7 @@ def test_nan_scores_are_rejected():
 
 
 def test_score_table_answerable_as_numbers_is_accepted(tmp_path):
-    from ragcal.metrics import check_score_table
+    from ragcal.score_tables import check_score_table
 
     path = tmp_path / "scores.csv"
     path.write_text("id,answerable,slice,score\na,1.0,answerable,0.9\nb,0.0,unrelated,0.1\nc,1,answerable,0.8\n")
@@ -172,7 +172,7 @@ def test_score_table_answerable_as_numbers_is_accepted(tmp_path):
     [(["1.0", "2.0"], "'2.0'"), (["true", "maybe"], "'maybe'"), (["1", ""], "an empty cell")],
 )
 def test_score_table_bad_answerable_names_the_file_line_and_plain_value(tmp_path, cells, shown):
-    from ragcal.metrics import check_score_table
+    from ragcal.score_tables import check_score_table
 
     path = tmp_path / "scores.csv"
     path.write_text(f"id,answerable,slice,score\na,{cells[0]},answerable,0.9\nb,{cells[1]},unrelated,0.1\n")
@@ -186,7 +186,7 @@ def test_score_table_bad_answerable_names_the_file_line_and_plain_value(tmp_path
 
 @pytest.mark.parametrize("delimiter, name", [(";", "semicolon"), ("\t", "tab")])
 def test_score_table_with_another_delimiter_is_named(tmp_path, delimiter, name):
-    from ragcal.metrics import check_score_table
+    from ragcal.score_tables import check_score_table
 
     path = tmp_path / "scores.csv"
     path.write_text(

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ragcal.notebooks import NOTEBOOKS, NOTEBOOKS_DIR
+from ragcal.study.notebooks import NOTEBOOKS, NOTEBOOKS_DIR
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

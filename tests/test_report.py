@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 
 from ragcal.calibration import heldout_outcomes, published_split
-from ragcal.report import guarantee_check, split_counts
+from ragcal.study.report import guarantee_check, split_counts
 
 
 def table(n=40, seed=0):

@@ -11,7 +11,8 @@ from ragcal.cli import main
 from ragcal.gates import GateFileError, GateWarning, ThresholdGate, fit_default_chain, load_gate, save_gate
 from ragcal.retrieval import RetrievalResult
 from ragcal.retrieval.rerank import CrossEncoderReranker, RerankerLoadError, build_tiny_cross_encoder
-from ragcal.scoring import build_index, score_table
+from ragcal.retrieval.index import build_index
+from ragcal.scoring import score_table
 
 from conftest import write
 from test_access import HashEmbedder, write_corpus

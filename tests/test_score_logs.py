@@ -8,8 +8,10 @@ import pytest
 
 from ragcal.calibration import fit_threshold
 from ragcal.cli import main
-from ragcal.metrics import DegenerateInputWarning, auc_with_ci, group_stats, outcome_table, sweep, unanswerable_slices
-from ragcal.score_logs import auc_interval, calibrate_log, log_sweep, read_score_log
+from ragcal.metrics import auc_with_ci, group_stats, outcome_table, sweep, DegenerateInputWarning
+from ragcal.score_tables import unanswerable_slices
+from ragcal.metrics import auc_interval
+from ragcal.score_tables import calibrate_log, log_sweep, read_score_table
 
 RULES = ["keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
 

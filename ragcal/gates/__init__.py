@@ -19,9 +19,25 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 from .ask import ask
 from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
 from .chain import FallbackChain, Stage
-from .evaluate import gate_outcomes, heldout_gates, paired_differences, passage_metrics, summarize_heldout_gates
+from .evaluate import (
+    answered_shares,
+    gate_outcomes,
+    heldout_gates,
+    paired_differences,
+    passage_metrics,
+    summarize_heldout_gates,
+)
 from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
-from .fit import fit_default_chain, fit_floor_gap, fit_threshold_gate, floor_gap_sweep, retriever_features
+from .fit import (
+    fit_default_chain,
+    fit_floor_gap,
+    fit_gate,
+    fit_threshold_gate,
+    floor_gap_sweep,
+    gate_columns,
+    gate_kinds,
+    retriever_features,
+)
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
@@ -55,7 +71,11 @@ __all__ = [
     "floor_gap_sweep",
     "fit_floor_gap",
     "fit_default_chain",
+    "fit_gate",
+    "gate_kinds",
+    "gate_columns",
     "gate_outcomes",
+    "answered_shares",
     "heldout_gates",
     "summarize_heldout_gates",
     "paired_differences",

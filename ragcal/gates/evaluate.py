@@ -15,10 +15,13 @@ import numpy as np
 import pandas as pd
 
 from ..calibration import split_by_slice
-from ..metrics import check_score_table, clopper_pearson, unanswerable_slices
+from ..chunking import pages_of
+from ..metrics import clopper_pearson
+from ..score_tables import check_score_table, unanswerable_slices
 from .base import ACTIONS
 
 __all__ = [
+    "answered_shares",
     "ALL_UNANSWERABLE",
     "gate_outcomes",
     "heldout_gates",
@@ -83,6 +86,39 @@ def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: f
     frame["share"] = frame["k"] / frame["n"].where(frame["n"] > 0)  # NaN for an empty slice
     frame["low"], frame["high"] = low, high
     return frame
+
+
+def answered_shares(table: pd.DataFrame, gate, *, n_splits: int = 0, fit=None, random_state=0):
+    """Share of each slice a gate answers (answer or hedge): on the table itself and, optionally, held out.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table with every column the gate reads.
+    gate : Gate
+        Usually fitted on ``table``: its shares here are in-sample.
+    n_splits : int, default=0
+        Also refit with ``fit`` on half of every slice and count on the other
+        half, over this many splits (:func:`heldout_gates`).
+    fit : callable, default=None
+        ``fit(calibration_table) -> Gate``; needed when ``n_splits`` > 0.
+
+    Returns
+    -------
+    in_sample : DataFrame
+        :func:`gate_outcomes` rows of outcome ``answered``.
+    heldout : DataFrame or None
+        :func:`summarize_heldout_gates` rows of outcome ``answered``; None
+        without splits.
+    """
+    in_sample = gate_outcomes(table, gate.decide_table(table))
+    in_sample = in_sample[in_sample["outcome"] == "answered"]
+    if not n_splits:
+        return in_sample, None
+    if fit is None:
+        raise ValueError("answered_shares: held-out splits need fit=, the function that refits the gate")
+    summary = summarize_heldout_gates(heldout_gates(table, {"gate": fit}, n_splits=n_splits, random_state=random_state))
+    return in_sample, summary[summary["outcome"] == "answered"]
 
 
 def heldout_gates(table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, random_state=0) -> pd.DataFrame:
@@ -186,7 +222,7 @@ def passage_metrics(decisions, gold: dict, retrieved_lists: dict, *, ks=(5, 10))
         if not relevant or not decision.answered:
             continue
         row = {"id": query_id, "passages": len(decision.passages)}
-        pages = [chunk_id.rsplit("#", 1)[0] for chunk_id, _ in decision.passages]
+        pages = pages_of(chunk_id for chunk_id, _ in decision.passages)
         row["precision@cut"] = sum(page in relevant for page in pages) / len(pages) if pages else 0.0
         row["recall@cut"] = len(relevant & set(pages)) / len(relevant)
         listed = retrieved_lists[query_id].doc_paths()

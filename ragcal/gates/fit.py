@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..calibration import fit_threshold, parse_rule
-from ..metrics import check_score_table, slice_column, unanswerable_slices
+from ..score_tables import check_score_table, slice_column, unanswerable_slices
 from ..signals import SIGNALS, get_signal
 from .chain import FallbackChain, Stage
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
@@ -27,6 +27,10 @@ __all__ = [
     "fit_floor_gap",
     "fit_default_chain",
     "DEFAULT_CHAIN_COLUMNS",
+    "GATE_FITTERS",
+    "gate_kinds",
+    "gate_columns",
+    "fit_gate",
 ]
 
 #: Score-table columns the default chain is fitted on and decides with.
@@ -258,3 +262,105 @@ def fit_default_chain(
             Stage("broad", ThresholdGate("dense_top1", low, max_passages=broad_max_passages), tier="partial"),
         )
     )
+
+
+def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable, delta, max_passages, **_):
+    return fit_threshold_gate(
+        table,
+        signal,
+        rule,
+        hedge_rule=hedge_rule,
+        higher_is_answerable=higher_is_answerable,
+        delta=delta,
+        max_passages=max_passages,
+    )
+
+
+def _fit_floor_gap_kind(table, rule, *, retriever, max_passages, **_):
+    return fit_floor_gap(table, rule=rule, retriever=retriever, max_passages=max_passages)
+
+
+def _fit_chain_kind(table, rule, *, delta, max_passages, use_reranker, **_):
+    return fit_default_chain(table, rule=rule, delta=delta, max_passages=max_passages, use_reranker=use_reranker)
+
+
+def _fit_learned_kind(table, rule, *, signals, hedge_rule, delta, max_passages, **_):
+    from .learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gate
+
+    return fit_learned_gate(
+        table,
+        rule,
+        signals=DEFAULT_LEARNED_SIGNALS if signals is None else signals,
+        hedge_rule=hedge_rule,
+        delta=delta,
+        max_passages=max_passages,
+    )
+
+
+#: Gate type (the ``type`` of :data:`ragcal.gates.base.GATE_TYPES`) -> (fit function, score-table columns it needs).
+GATE_FITTERS = {
+    "threshold": (_fit_threshold_kind, lambda options: [options["signal"]]),
+    "floor_gap": (_fit_floor_gap_kind, lambda options: list(floor_gap_columns(options["retriever"]))),
+    "chain": (_fit_chain_kind, lambda options: list(DEFAULT_CHAIN_COLUMNS)),
+    "learned": (
+        _fit_learned_kind,
+        lambda options: list(options["signals"]) if options["signals"] is not None else None,
+    ),
+}
+
+
+def gate_kinds() -> tuple[str, ...]:
+    """The gate types that can be fitted from a score table: every registered gate type (tested to agree)."""
+    from .base import GATE_TYPES
+
+    return tuple(kind for kind in GATE_TYPES if kind in GATE_FITTERS)
+
+
+def _gate_options(options: dict) -> dict:
+    defaults = {
+        "signal": "dense_top1",
+        "signals": None,
+        "hedge_rule": None,
+        "higher_is_answerable": None,
+        "delta": 0.1,
+        "max_passages": 10,
+        "retriever": "dense",
+        "use_reranker": None,
+    }
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"fit_gate got unexpected option(s) {', '.join(unknown)}; known: {', '.join(defaults)}")
+    return {**defaults, **options}
+
+
+def gate_columns(kind: str, **options) -> list[str] | None:
+    """Score-table columns that :func:`fit_gate` of ``kind`` with these options reads (None: the learned default)."""
+    if kind not in GATE_FITTERS:
+        raise ValueError(f"unknown gate kind {kind!r}; known kinds are {', '.join(gate_kinds())}")
+    return GATE_FITTERS[kind][1](_gate_options(options))
+
+
+def fit_gate(table: pd.DataFrame, kind: str = "threshold", rule: str = "keep@0.95", **options):
+    """Fit a gate of any registered kind on a score table.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table with the columns :func:`gate_columns` names.
+    kind : str, default="threshold"
+        A gate type: ``threshold``, ``floor_gap``, ``chain`` or ``learned``
+        (:func:`gate_kinds`).
+    rule : str, default="keep@0.95"
+    **options
+        ``signal`` (threshold), ``signals`` (learned), ``hedge_rule``,
+        ``higher_is_answerable``, ``delta``, ``max_passages``, ``retriever``
+        (floor + gap), ``use_reranker`` (chain); see the kind's own fit
+        function.
+
+    Returns
+    -------
+    Gate
+    """
+    if kind not in GATE_FITTERS:
+        raise ValueError(f"unknown gate kind {kind!r}; known kinds are {', '.join(gate_kinds())}")
+    return GATE_FITTERS[kind][0](table, rule, **_gate_options(options))

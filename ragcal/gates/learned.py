@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..calibration import fit_threshold
-from ..metrics import check_score_table
+from ..score_tables import check_score_table
 from ..signals import get_signal
 from ._numbers import from_json_number, to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type

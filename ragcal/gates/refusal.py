@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..chunking import page_of, pages_of
+
 __all__ = ["CorpusDescription", "refusal_message", "hedge_message", "closest_pages"]
 
 #: Views searched for "closest" passages, most meaningful first; any other view comes after.
@@ -146,7 +148,7 @@ def closest_pages(results, *, n: int = _N_CLOSEST) -> list[tuple[str, str, float
             continue
         pages = {}
         for chunk_id, score in zip(listed.chunk_ids, listed.scores):
-            pages.setdefault(chunk_id.rsplit("#", 1)[0], (chunk_id, float(score)))
+            pages.setdefault(page_of(chunk_id), (chunk_id, float(score)))
             if len(pages) == n:
                 break
         return [(page, chunk_id, score) for page, (chunk_id, score) in pages.items()]
@@ -202,7 +204,7 @@ def _next_step(closest, query, corpus) -> str:
 
 def hedge_message(passages, *, query: str | None = None, corpus: CorpusDescription | None = None) -> str:
     """The caveat that goes with a hedged answer: which pages it rests on, and that they may fall short."""
-    pages = list(dict.fromkeys(chunk_id.rsplit("#", 1)[0] for chunk_id, _ in passages))[:_N_CLOSEST]
+    pages = list(dict.fromkeys(pages_of(chunk_id for chunk_id, _ in passages)))[:_N_CLOSEST]
     where = f" in {corpus.name}" if corpus is not None else ""
     listed = "; ".join(pages) if pages else "no page"
     return (

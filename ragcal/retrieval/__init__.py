@@ -1,17 +1,43 @@
-"""Retrievers: dense (faiss), BM25 (sparse, rank-bm25 as reference), rank fusion, and the protocol for your own."""
+"""Retrievers: dense (faiss), BM25 (sparse, rank-bm25 as reference), rank fusion, and the protocol for your own.
 
-from .base import RetrievalResult
-from .bm25 import BM25Retriever, tokenize
-from .dense import DenseRetriever
-from .fusion import reciprocal_rank_fusion
-from .protocol import Retriever, retrieve_with
+- :mod:`~ragcal.retrieval.base`: :class:`RetrievalResult`, what every retriever returns;
+- :mod:`~ragcal.retrieval.dense` (+ :mod:`~ragcal.retrieval.ann`): exact or approximate faiss search;
+- :mod:`~ragcal.retrieval.bm25` (+ :mod:`~ragcal.retrieval.bm25_sparse`): Okapi BM25;
+- :mod:`~ragcal.retrieval.fusion`: reciprocal rank fusion;
+- :mod:`~ragcal.retrieval.rerank`: a cross-encoder that re-scores the fused candidates;
+- :mod:`~ragcal.retrieval.pgvector`: PostgreSQL + pgvector as a retriever;
+- :mod:`~ragcal.retrieval.protocol`: the protocol your own engine meets, and :func:`retrieve_with`;
+- :mod:`~ragcal.retrieval.diagnostics`: per-query numbers that corpus-level signals read;
+- :mod:`~ragcal.retrieval.index`: a corpus as one index (chunks, dense, BM25, fusion, reranker, access views);
+- :mod:`~ragcal.retrieval.approximate`: how far approximate search moves scores and decisions.
 
-__all__ = [
-    "RetrievalResult",
-    "DenseRetriever",
-    "BM25Retriever",
-    "tokenize",
-    "reciprocal_rank_fusion",
-    "Retriever",
-    "retrieve_with",
-]
+Names load on first use, so importing this package needs neither faiss nor rank-bm25.
+"""
+
+from importlib import import_module
+
+_API = {
+    "RetrievalResult": "base",
+    "DenseRetriever": "dense",
+    "BM25Retriever": "bm25",
+    "tokenize": "bm25",
+    "reciprocal_rank_fusion": "fusion",
+    "Retriever": "protocol",
+    "retrieve_with": "protocol",
+    "RetrievalIndex": "index",
+    "build_index": "index",
+}
+
+__all__ = list(_API)
+
+
+def __getattr__(name):
+    if name in _API:
+        value = getattr(import_module(f".{_API[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ragcal.retrieval' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -15,11 +15,15 @@ the graph then depends on thread timing).
 
 from __future__ import annotations
 
+# faiss is imported where an index is built, not here: importing ragcal.retrieval needs no faiss.
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
-import faiss
 import numpy as np
+
+if TYPE_CHECKING:
+    import faiss
 
 __all__ = ["DENSE_INDEXES", "DenseIndexSpec", "build_faiss_index", "index_config", "configure_search"]
 
@@ -81,6 +85,8 @@ class DenseIndexSpec:
 
 @contextmanager
 def _single_thread():
+    import faiss
+
     threads = faiss.omp_get_max_threads()
     faiss.omp_set_num_threads(1)
     try:
@@ -91,6 +97,8 @@ def _single_thread():
 
 def build_faiss_index(embeddings: np.ndarray, spec: DenseIndexSpec) -> faiss.Index:
     """An inner-product faiss index of ``spec.kind`` holding ``embeddings`` (float32, C order)."""
+    import faiss
+
     embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
     dim = embeddings.shape[1]
     if spec.kind == "flat":

@@ -7,6 +7,8 @@ from typing import Mapping
 
 import numpy as np
 
+from ..chunking import pages_of
+
 __all__ = ["RetrievalResult"]
 
 
@@ -61,4 +63,4 @@ class RetrievalResult:
 
     def doc_paths(self) -> list[str]:
         """Document path of each chunk (the part of the id before ``#``)."""
-        return [chunk_id.rsplit("#", 1)[0] for chunk_id in self.chunk_ids]
+        return pages_of(self.chunk_ids)

@@ -42,12 +42,16 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..chunking import pages_of
 from .base import RetrievalResult
-from .bm25 import BM25Retriever, tokenize
-from .dense import DenseRetriever
+
+if TYPE_CHECKING:
+    from .bm25 import BM25Retriever
+    from .dense import DenseRetriever
 
 __all__ = ["COVERAGE_DEPTH", "PAGE_NEIGHBOURS", "bm25_info", "dense_info", "attach_diagnostics"]
 
@@ -65,6 +69,8 @@ def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, 
     All three are NaN when the query has no token (e.g. only stop words for
     the ``stopwords`` variant).
     """
+    from .bm25 import tokenize
+
     tokens = tokenize(query, variant=retriever.variant)
     if not tokens:
         return {"max_score": _NAN, "coverage_top": _NAN, "coverage_corpus": _NAN}
@@ -96,7 +102,7 @@ def _domain(retriever: DenseRetriever):
     vectors = np.asarray(retriever.chunk_vectors(), dtype=np.float64)
     centroid = vectors.mean(axis=0)
     centroid /= np.linalg.norm(centroid)
-    pages = np.array([chunk_id.rsplit("#", 1)[0] for chunk_id in retriever.chunk_ids])
+    pages = np.array(pages_of(retriever.chunk_ids))
     names, page_of_chunk = np.unique(pages, return_inverse=True)
     sums = np.zeros((names.size, vectors.shape[1]))
     np.add.at(sums, page_of_chunk, vectors)
@@ -139,6 +145,9 @@ def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vect
         The query embeddings the dense retriever searched with; dense
         diagnostics are skipped when None.
     """
+    from .bm25 import BM25Retriever
+    from .dense import DenseRetriever
+
     queries = [str(query) for query in queries]
     output = dict(retrieved)
     for name, retriever in retrievers.items():

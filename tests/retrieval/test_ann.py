@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ragcal.approximate_search import synthetic_corpus, top1_comparison
+from ragcal.retrieval.approximate import synthetic_corpus, top1_comparison
 from ragcal.gates.files import GateFileError, check_provenance, index_options
 from ragcal.retrieval import DenseRetriever
 from ragcal.retrieval.ann import DenseIndexSpec

@@ -11,7 +11,7 @@ from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
 from ragcal.retrieval import BM25Retriever
 from ragcal.retrieval.bm25 import tokenize
 from ragcal.retrieval.bm25_sparse import SparseBM25
-from ragcal.scoring import chunk_corpus
+from ragcal.retrieval.index import chunk_corpus
 
 
 @pytest.fixture(scope="module")

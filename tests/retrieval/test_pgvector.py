@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.approximate_search import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
+from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.gates import ThresholdGate
 from ragcal.retrieval import DenseRetriever
 from ragcal.retrieval.pgvector import PgvectorRetriever, cosine_distance_to_similarity

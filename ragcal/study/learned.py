@@ -32,13 +32,13 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from ._io import atomic_write_text
-from .calibration import split_by_slice
-from .gates import fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
-from .gates.evaluate import ALL_UNANSWERABLE, _counts
-from .gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore
-from .metrics import check_score_table, unanswerable_slices
-from .signals import SIGNALS
+from .._io import atomic_write_text
+from ..calibration import split_by_slice
+from ..gates import fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
+from ..gates.evaluate import ALL_UNANSWERABLE, _counts
+from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore
+from ..score_tables import check_score_table, unanswerable_slices
+from ..signals import SIGNALS
 
 __all__ = [
     "LEARNED_RULE",
@@ -299,8 +299,9 @@ def learned_transfer(
         ``answerable_kept`` and each ``<slice>_refused`` the share, count and
         exact 95% interval.
     """
-    from .gates import gate_outcomes
-    from .metrics import auc_bootstrap, slice_column
+    from ..gates import gate_outcomes
+    from ..metrics import auc_bootstrap
+    from ..score_tables import slice_column
 
     rows = []
     for fitted_on, source in score_tables.items():

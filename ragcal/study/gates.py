@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._io import atomic_write_text
-from .calibration import split_by_slice
-from .gates import (
+from .._io import atomic_write_text
+from ..calibration import split_by_slice
+from ..gates import (
     fit_default_chain,
     fit_floor_gap,
     fit_threshold_gate,

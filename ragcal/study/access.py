@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .calibration import fit_threshold, split_by_slice
-from .scoring import score_table
+from ..calibration import fit_threshold, split_by_slice
+from ..scoring import score_table
 
 __all__ = ["ACCESS_SETS", "DEMO_MAP_NAME", "access_score_tables", "visibility_slices", "access_gating"]
 
@@ -129,7 +129,7 @@ def access_gating(
 
 def access_section(frame: pd.DataFrame, *, n_splits: int, rule: str = "keep@0.95", signal: str = "dense_top1") -> str:
     """Markdown for the summary: answer rates per access level and visibility slice."""
-    from .report import format_interval
+    from ..formatting import format_interval
 
     order = list(dict.fromkeys(frame["access"]))
     slices = [GOLD_VISIBLE, GOLD_HIDDEN] + [name for name in dict.fromkeys(frame["slice"]) if name not in (GOLD_VISIBLE, GOLD_HIDDEN)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .metrics import clopper_pearson
+from ..metrics import clopper_pearson
 
 __all__ = ["top1_comparison", "decision_flips", "topk_overlap", "SyntheticCorpus", "synthetic_corpus"]
 

@@ -22,30 +22,22 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from ._io import atomic_write_text
-from .calibration import fit_threshold
-from .chunk_sweep import DEFAULT_VARIANT, MEASURES
-from .learned_study import learned_transfer
-from .metrics import DegenerateInputWarning, auc_bootstrap, outcome_table, unanswerable_slices
-from .report import format_interval
-from .signals import SIGNALS
+from .._io import atomic_write_text
+from ..calibration import fit_threshold
+from ..chunk_sweep import chunking_verdict
+from ..formatting import format_interval
+from ..metrics import DegenerateInputWarning, auc_bootstrap, outcome_table
+from ..score_tables import unanswerable_slices
+from ..signals import SIGNALS
+from .learned import learned_transfer
 
 __all__ = [
     "auc_side_by_side",
     "paired_signal_difference",
     "threshold_transfer",
-    "chunking_verdict",
     "learned_transfer_text",
     "write_cross_corpus",
 ]
-
-_LABELS = {
-    "recall@5": "Recall@5",
-    "mrr@10": "MRR@10",
-    "dense_top1_auc": "dense_top1 AUC",
-    "bm25_top1_raw_auc": "bm25_top1_raw AUC",
-}
-
 
 def _oriented(table, signal):
     subset = table[~table[signal].isna()]
@@ -139,63 +131,6 @@ def threshold_transfer(score_tables: dict, *, signal: str = "dense_top1", rule: 
             outcome = outcome_table(table, signal, [threshold]).iloc[0].to_dict()
             rows.append({"fitted_on": fitted_on, "applied_to": applied_to, "rule": rule, **outcome})
     return pd.DataFrame(rows)
-
-
-def chunking_verdict(chunkings: dict, *, default: str = DEFAULT_VARIANT) -> tuple[str | None, str]:
-    """Which chunking variant serves every corpus, judged by paired intervals against the default.
-
-    A variant *beats* the default when, on every corpus, at least one measure's
-    paired interval lies above zero and none lies below. Returns the best such
-    variant (most wins) or None, and a sentence that says so.
-    """
-    variants = [name for name in chunkings[next(iter(chunkings))]["variant"] if name != default]
-    record = {}
-    for variant in variants:
-        wins, losses = {}, {}
-        for corpus, table in chunkings.items():
-            row = table.set_index("variant").loc[variant]
-            wins[corpus] = [m for m in MEASURES if row[f"{m}_diff_low"] > 0]
-            losses[corpus] = [m for m in MEASURES if row[f"{m}_diff_high"] < 0]
-        record[variant] = (wins, losses)
-    beating = {
-        variant: sum(len(found) for found in wins.values())
-        for variant, (wins, losses) in record.items()
-        if all(wins.values()) and not any(losses.values())
-    }
-    # Never worse anywhere, better somewhere: evidence from some corpora only.
-    partial = {
-        variant: [corpus for corpus, found in wins.items() if found]
-        for variant, (wins, losses) in record.items()
-        if any(wins.values()) and not any(losses.values()) and variant not in beating
-    }
-    lines = []
-    for variant, (wins, losses) in record.items():
-        parts = []
-        for corpus in chunkings:
-            better = ", ".join(_LABELS[m] for m in wins[corpus]) or "nothing"
-            worse = ", ".join(_LABELS[m] for m in losses[corpus]) or "nothing"
-            parts.append(f"{corpus}: better on {better}, worse on {worse}")
-        lines.append(f"- `{variant}` against `{default}`: " + "; ".join(parts) + ".")
-    where = "on this corpus" if len(chunkings) == 1 else "on every corpus"
-    if beating:
-        best = max(beating, key=beating.get)
-        verdict = (
-            f"`{best}` beats `{default}` {where} (a paired interval above zero, none below), so it is the better "
-            "choice" + (" here." if len(chunkings) == 1 else " across them.")
-        )
-    else:
-        best = None
-        verdict = f"No variant beats `{default}` {where} without losing somewhere, so `{default}` stays."
-        for variant, corpora in partial.items():
-            others = [corpus for corpus in chunkings if corpus not in corpora]
-            verdict += (
-                f" `{variant}` is never worse and is better on {', '.join(corpora)}; on {', '.join(others)} the data "
-                "cannot tell it apart from the default, so the evidence for it comes from "
-                + ("that corpus alone." if len(corpora) == 1 else "those corpora alone.")
-            )
-        if len(chunkings) > 1:
-            verdict += " Run `ragcal sweep-chunking QUERIES.csv --corpus DIR` to choose for your own corpus."
-    return best, "\n".join([verdict, "", *lines])
 
 
 def _share_cell(outcome, group) -> str:

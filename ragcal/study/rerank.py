@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .metrics import auc_table
-from .scoring import score_table
+from ..metrics import auc_table
+from ..scoring import score_table
 
 __all__ = ["RERANK_SIGNALS", "rerank_aucs", "rerank_section"]
 
@@ -46,7 +46,7 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
         The reranker's provenance (:meth:`CrossEncoderReranker.to_dict`) and
         ``random``: whether it is the tiny random model.
     """
-    from .retrieval.rerank import CrossEncoderReranker, build_tiny_cross_encoder
+    from ..retrieval.rerank import CrossEncoderReranker, build_tiny_cross_encoder
 
     with tempfile.TemporaryDirectory() as folder:
         if reranker is None:
@@ -64,7 +64,7 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
 
 def rerank_section(aucs: pd.DataFrame, description: dict) -> str:
     """Markdown: the reranker's AUCs beside ``dense_top1``, with the caveat that fits the model."""
-    from .report import format_interval
+    from ..formatting import format_interval
 
     comparisons = list(dict.fromkeys(aucs["comparison"]))
     rows = []

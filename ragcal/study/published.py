@@ -5,7 +5,7 @@ Setup: 152 FastAPI doc pages, 2,808 heading-aware chunks, MiniLM-L6-v2 cosine an
 30 answerable, 15 near-domain and 15 unrelated queries.
 """
 
-__all__ = ["GROUP_STATS", "AUC", "SWEEP", "HELDOUT", "QUERY_COUNTS"]
+__all__ = ["GROUP_STATS", "AUC", "SWEEP", "SWEEP_GRID", "HELDOUT", "QUERY_COUNTS"]
 
 QUERY_COUNTS = {"answerable": 30, "near-domain": 15, "unrelated": 15}
 
@@ -35,4 +35,7 @@ SWEEP = {
 }
 
 #: One half split, calibrated keeping every answerable question.
+#: The thresholds of the published sweep, 0.30 to 0.55 in steps of 0.05.
+SWEEP_GRID = tuple(SWEEP)
+
 HELDOUT = {"threshold": 0.393, "answerable_kept": (15, 15), "unanswerable_refused": (11, 14)}

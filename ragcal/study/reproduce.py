@@ -34,25 +34,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._io import atomic_write_text
-from .access_study import access_gating, access_score_tables, access_section
-from .calibration import fit_threshold, heldout_outcomes, published_split
-from .chunk_sweep import DEFAULT_VARIANT, format_sweep, gold_pages, interval_cell, sweep_chunking
-from .datasets import BUNDLED, BundledCorpus, bundled
-from .embedding import Embedder
-from .gate_study import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
-from .gates import DEFAULT_LEARNED_SIGNALS
-from .learned_study import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
-from .metrics import (
-    auc_table,
-    group_stats,
-    outcome_table,
-    read_trec_run,
-    retrieval_metrics,
-    sweep,
-)
-from .queries import load_queries
-from .rerank_study import rerank_aucs, rerank_section
+from .._io import atomic_write_text
+from ..calibration import fit_threshold, heldout_outcomes, published_split
+from ..chunk_sweep import DEFAULT_VARIANT, format_sweep, sweep_chunking
+from ..datasets import BUNDLED, BundledCorpus, bundled
+from ..embedding import Embedder
+from ..formatting import interval_cell
+from ..gates import DEFAULT_LEARNED_SIGNALS
+from ..metrics import auc_table, group_stats, outcome_table, retrieval_metrics, sweep
+from ..queries import gold_pages, load_queries
+from ..retrieval.index import build_index
+from ..runs import read_trec_run, write_trec_runs
+from ..score_tables import write_score_table
+from ..scoring import score_table
+from ..signals import SIGNALS
+from .access import access_gating, access_score_tables, access_section
+from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
+from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
+from .published import SWEEP_GRID
 from .report import (
     HELDOUT_RULES,
     auc_section,
@@ -65,15 +64,14 @@ from .report import (
     rule_of_thumb_section,
     sweep_section,
 )
-from .scoring import build_index, score_table, write_score_table, write_trec_runs
-from .signals import SIGNALS
+from .rerank import rerank_aucs, rerank_section
 
 __all__ = ["evaluate_runs", "reproduce", "reproduce_corpus", "chunking_paragraph", "hardest_queries"]
 
 
 def _project_relative(path) -> str:
     """``path`` relative to the project root when it lies inside it (so results carry no machine paths)."""
-    from .datasets import DATA_DIR
+    from ..datasets import DATA_DIR
 
     resolved = Path(path).resolve()
     root = DATA_DIR.parent.resolve()
@@ -90,7 +88,7 @@ def evaluate_runs(runs_dir, queries: pd.DataFrame, *, source: str = "queries", *
     ``ValueError`` naming ``source`` (the query file), since it would score 0.
     ``options`` go to :func:`ragcal.metrics.retrieval_metrics`.
     """
-    from .metrics import check_queries_against_runs
+    from ..runs import check_queries_against_runs
 
     runs_dir = Path(runs_dir)
     paths = sorted(runs_dir.glob("*.run"))
@@ -238,7 +236,7 @@ def reproduce_corpus(
     """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
     results_dir = Path(results_dir)
     embedder = embedder or Embedder()
-    index = build_index(spec.corpus, embedder=embedder)
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     log(f"{spec.name}: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
     retrieved = index.retrieve(queries["query"])
@@ -254,7 +252,9 @@ def reproduce_corpus(
     atomic_write_text(results_dir / "retrieval.csv", retrieval.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'retrieval.csv'}")
 
-    chunking = sweep_chunking(queries, corpus_dir=spec.corpus, embedder=embedder, variants=variants, log=log)
+    chunking = sweep_chunking(
+        queries, corpus_dir=spec.corpus, embedder=embedder, variants=variants, exclude=spec.exclude, log=log
+    )
     atomic_write_text(results_dir / "chunking.csv", chunking.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'chunking.csv'}")
 
@@ -374,10 +374,15 @@ def reproduce_corpus(
 
 def access_demonstration(spec: BundledCorpus, queries: pd.DataFrame, embedder, *, n_splits: int = 1000):
     """The access-control table of :mod:`ragcal.access_study` for the FastAPI docs and the demonstration map."""
-    from .access import AccessPolicy
-    from .datasets import FASTAPI_ACCESS_MAP
+    from ..access import AccessPolicy
+    from ..datasets import FASTAPI_ACCESS_MAP
 
-    index = build_index(spec.corpus, embedder=embedder, access=AccessPolicy.from_options(access_map=FASTAPI_ACCESS_MAP))
+    index = build_index(
+        spec.corpus,
+        exclude=spec.exclude,
+        embedder=embedder,
+        access=AccessPolicy.from_options(access_map=FASTAPI_ACCESS_MAP),
+    )
     return access_gating(access_score_tables(index, queries), queries, n_splits=n_splits)
 
 
@@ -409,7 +414,7 @@ def calibrate(
         "sweep": sweeps,
         "heldout": heldout,
         "thresholds": thresholds,
-        "published_sweep": outcome_table(table, signal, np.round(np.arange(0.30, 0.551, 0.05), 2)),
+        "published_sweep": outcome_table(table, signal, SWEEP_GRID),
         "published_split": published_split(table, signal),
     }
     for name in ("group_stats", "auc", "sweep", "heldout", "thresholds"):

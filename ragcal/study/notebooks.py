@@ -22,13 +22,14 @@ __all__ = [
     "execute_notebook",
     "execute_notebooks",
     "reproduce_figures",
+    "notebook_score_table",
+    "notebook_scored_index",
 ]
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parents[1]
+_CHECKOUT = _PACKAGE.parent
 #: The notebook sources: ``notebooks/`` of the checkout, else the copy an installed wheel ships.
-NOTEBOOKS_DIR = (
-    _CHECKOUT / "notebooks" if (_CHECKOUT / "notebooks").is_dir() else Path(__file__).resolve().parent / "_notebooks"
-)
+NOTEBOOKS_DIR = _CHECKOUT / "notebooks" if (_CHECKOUT / "notebooks").is_dir() else _PACKAGE / "_notebooks"
 #: Figures of the FastAPI docs (other corpora get a subfolder named after them): the checkout's ``figures/``, or
 #: ``figures/`` in the current folder for an installed wheel.
 FIGURES_DIR = _CHECKOUT / "figures" if (_CHECKOUT / "notebooks").is_dir() else Path.cwd() / "figures"
@@ -115,7 +116,7 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     import nbformat
     from nbclient import NotebookClient
 
-    from ._io import atomic_write_text
+    from .._io import atomic_write_text
 
     source = Path(source)
     notebook = jupytext.read(source)
@@ -206,3 +207,35 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
             parameters=parameters,
             log=log,
         )
+
+
+def _bundled_inputs(queries_path, corpus_dir) -> tuple:
+    """A notebook's corpus and labeled set: the bundled FastAPI ones where its parameters leave them out."""
+    from ..datasets import FASTAPI_CORPUS, FASTAPI_QUERIES, default_exclude
+
+    corpus_dir = corpus_dir or FASTAPI_CORPUS
+    return queries_path or FASTAPI_QUERIES, corpus_dir, default_exclude(corpus_dir)
+
+
+def notebook_score_table(scores_path=None, *, queries_path=None, corpus_dir=None):
+    """The score table a notebook works on.
+
+    ``scores_path`` when given (a table logged elsewhere); else computed from
+    ``corpus_dir`` and ``queries_path``, each the bundled FastAPI one when
+    None (with the bundled corpus's non-doc pages left out), through the
+    library's :func:`ragcal.score_tables.load_score_table`.
+    """
+    from ..score_tables import load_score_table
+
+    if scores_path is not None:
+        return load_score_table(scores_path)
+    queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
+    return load_score_table(queries_path=queries_path, corpus_dir=corpus_dir, exclude=exclude)
+
+
+def notebook_scored_index(*, queries_path=None, corpus_dir=None):
+    """``(table, index, retrieved)`` of :func:`ragcal.scoring.score_query_file` on a notebook's corpus and labeled set."""
+    from ..scoring import score_query_file
+
+    queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
+    return score_query_file(queries_path, corpus_dir, exclude=exclude)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import atomic_write_text
-from .calibration import fit_threshold
+from .._io import atomic_write_text
+from ..calibration import fit_threshold
 
 __all__ = [
     "GOLDEN_DIR",
@@ -34,7 +34,7 @@ __all__ = [
     "write_golden",
 ]
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "tests" / "golden"
 #: Fixed questions per bundled corpus: answerable ones across the corpus, near-domain and unrelated.
 GOLDEN_IDS = {
     "fastapi": ("a01", "a04", "a05", "a27", "a53", "a73", "a87", "n01", "n02", "n37", "n44", "u01", "u03", "u21"),

@@ -1,0 +1,53 @@
+"""The ``ragcal`` command: a thin top floor over the library and the study.
+
+Each command parses its options, calls one library function and prints what
+it returns. One module per command group:
+
+- :mod:`ragcal.cli.scores`: ``score``, ``chunks``, ``evaluate``;
+- :mod:`ragcal.cli.calibrate`: ``calibrate`` (any score table, no corpus);
+- :mod:`ragcal.cli.chunking`: ``sweep-chunking``;
+- :mod:`ragcal.cli.gates`: ``fit-gate``, ``ask``;
+- :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora).
+
+``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
+mymod.py`` (repeatable): the file is imported first, so the signals it
+registers are computed, fitted and asked like the built-in ones.
+
+Building the parser imports no model code, pandas or scikit-learn:
+``ragcal --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import calibrate, chunking, gates, scores
+from ._options import load_signals_modules
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..study import commands as study_commands
+
+    parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for group in (scores, calibrate, chunking, gates, study_commands):
+        group.add_parsers(commands)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        load_signals_modules(args)
+        code = args.run(args)
+    except ValueError as error:  # CorpusError, QueryFileError and GateFileError are ValueErrors too
+        print(f"ragcal: error: {error}", file=sys.stderr)
+        return 2
+    return code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Display objects in the style of scikit-learn's ``RocCurveDisplay``, one module per family.
+
+Each ``*Display.from_*`` constructor validates its input and computes through
+ragcal's own functions (:mod:`ragcal.metrics`, :mod:`ragcal.calibration`); the
+display keeps plain arrays and DataFrames. ``plot(ax=None, *, name=None,
+**kwargs)`` only draws, never computes, and returns the display, which keeps
+``ax_`` (or ``axes_``) and ``figure_`` and what it drew, so that a notebook
+can restyle it. ``ax`` is one Axes, or one per panel for the displays with
+several panels; ``name`` titles the figure; ``kwargs`` go to matplotlib for
+the display's main artists.
+
+- :mod:`~ragcal.plotting.distributions`: :class:`ScoreDistributionDisplay`;
+- :mod:`~ragcal.plotting.roc`: :class:`RocDisplay`, :class:`AucComparisonDisplay`;
+- :mod:`~ragcal.plotting.tradeoff`: :class:`TradeoffDisplay`, :class:`HeldoutDisplay`;
+- :mod:`~ragcal.plotting.gates`: :class:`FloorGapDisplay`, :class:`GateOutcomeDisplay`;
+- :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
+- :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
+- :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
+
+matplotlib is imported inside the drawing code only, so importing this
+package does not need it.
+"""
+
+from ._style import OKABE_ITO, SLICE_COLOURS, figure_style, save_figure
+from .chunking import ChunkingSweepDisplay
+from .coefficients import CoefficientDisplay
+from .distributions import ScoreDistributionDisplay
+from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .roc import AucComparisonDisplay, RocDisplay
+from .tradeoff import HeldoutDisplay, TradeoffDisplay
+
+__all__ = [
+    "OKABE_ITO",
+    "SLICE_COLOURS",
+    "figure_style",
+    "save_figure",
+    "ScoreDistributionDisplay",
+    "RocDisplay",
+    "TradeoffDisplay",
+    "HeldoutDisplay",
+    "FloorGapDisplay",
+    "GateOutcomeDisplay",
+    "AucComparisonDisplay",
+    "ChunkingSweepDisplay",
+    "CoefficientDisplay",
+]

@@ -1,0 +1,276 @@
+"""The score table, the hinge of ragcal: its schema, its checks, reading, writing with provenance, and loading.
+
+A score table has one row per query: ``id, query, answerable, slice``, then one
+numeric column per signal. It is what retrieval produces (:func:`ragcal.scoring.score_table`)
+and what calibration, gates and plots consume, and it may equally be scores
+logged by a production system with no corpus at all.
+
+- :func:`check_score_table` validates the columns calibration needs.
+- :func:`read_score_table` reads CSV, ``.csv.gz`` or Parquet through pyarrow,
+  keeping only the columns asked for (millions of rows fit).
+- :func:`write_score_table` writes CSV plus its provenance as ``<name>.meta.json``.
+- :func:`load_score_table` reads one, or computes it from a corpus and a query file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._io import atomic_write_text, check_csv_delimiter, delimiter_problem
+from .queries import ANSWERABLE_EXPECTED, describe_cell, parse_answerable
+
+__all__ = [
+    "SCORE_KEY_COLUMNS",
+    "SCORE_TABLE_FORMATS",
+    "signal_columns",
+    "unanswerable_slices",
+    "slice_column",
+    "check_score_table",
+    "read_score_table",
+    "write_score_table",
+    "read_csv_table",
+    "provenance_path",
+    "read_provenance",
+    "load_score_table",
+]
+
+#: Columns of a score table that are not signals.
+SCORE_KEY_COLUMNS = ("id", "query", "answerable", "slice")
+
+
+def signal_columns(table: pd.DataFrame) -> list[str]:
+    """The numeric columns of a score table other than its key columns."""
+    return [
+        column
+        for column in table.columns
+        if column not in SCORE_KEY_COLUMNS
+        and pd.api.types.is_numeric_dtype(table[column])
+        and not pd.api.types.is_bool_dtype(table[column])
+    ]
+
+
+def unanswerable_slices(table: pd.DataFrame) -> list[str]:
+    """Slice names of the unanswerable rows, in order of appearance."""
+    return list(pd.unique(table.loc[~table["answerable"].astype(bool), "slice"]))
+
+
+def slice_column(name: str) -> str:
+    """Column-name form of a slice: ``"near-domain"`` -> ``"near_domain"``."""
+    return re.sub(r"\W+", "_", str(name)).strip("_").lower()
+
+
+def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score table") -> pd.DataFrame:
+    """Validate the columns calibration needs; return a copy with a boolean ``answerable``.
+
+    ``answerable`` may be true/false, yes/no or 1/0 (also 1.0/0.0). Problems
+    are reported with ``source`` and the line of the CSV (the header is line 1,
+    as for query files).
+    """
+    if len(table.columns) == 1:
+        problem = delimiter_problem(str(table.columns[0]))
+        if problem:
+            raise ValueError(f"{source}: {problem}")
+    missing = [column for column in ("answerable", "slice", *signals) if column not in table.columns]
+    if missing:
+        raise ValueError(
+            f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(map(str, table.columns))}"
+        )
+    table = table.copy()
+    if table["answerable"].dtype != bool:
+        # Parse each distinct cell once: a logged table of millions of rows holds a handful of spellings.
+        codes, distinct = pd.factorize(table["answerable"], use_na_sentinel=False)
+        labels = [parse_answerable(value) for value in pd.Index(distinct).tolist()]
+        bad_codes = [code for code, label in enumerate(labels) if label is None]
+        if bad_codes:
+            first = int(np.flatnonzero(np.isin(codes, bad_codes))[0])
+            raise ValueError(
+                f"{source}, line {first + 2}, column 'answerable': {ANSWERABLE_EXPECTED}, got "
+                f"{describe_cell(table['answerable'].iloc[first])}"
+            )
+        table["answerable"] = np.array(labels, dtype=bool)[codes]
+    for signal in signals:
+        if not pd.api.types.is_numeric_dtype(table[signal]):
+            values = table[signal]
+            bad = np.nonzero((pd.to_numeric(values, errors="coerce").isna() & values.notna()).to_numpy())[0]
+            where = f", line {bad[0] + 2}" if bad.size else ""
+            got = f", got {describe_cell(values.iloc[bad[0]])}" if bad.size else ""
+            raise ValueError(f"{source}{where}, column {signal!r}: not numeric{got}")
+    return table
+
+
+#: File endings :func:`read_score_log` understands, and the reader each one uses.
+SCORE_TABLE_FORMATS = {".csv": "csv", ".gz": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def _log_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix == ".gz" and not path.name.lower().endswith(".csv.gz"):
+        suffix = ""
+    if suffix not in SCORE_TABLE_FORMATS:
+        # Unknown endings are read as CSV, as the score command writes them.
+        return "csv"
+    return SCORE_TABLE_FORMATS[suffix]
+
+
+def read_score_table(path, signals=(), *, source: str | None = None) -> pd.DataFrame:
+    """Read a score table (CSV or Parquet) with only the columns calibration needs, validated.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``*.parquet`` / ``*.pq`` are read as Parquet, anything else as CSV
+        (``*.csv.gz`` decompressed on the fly).
+    signals : sequence of str
+        Signal columns to keep besides ``answerable`` and ``slice`` (and
+        ``id`` when present).
+    source : str, default=None
+        How messages name the file; ``str(path)`` when None.
+
+    Returns
+    -------
+    DataFrame
+        As :func:`check_score_table` returns it: boolean
+        ``answerable``, categorical ``slice``, the signal columns.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: not found, unreadable, a missing column, a bad
+        ``answerable`` cell or a non-numeric signal (with its line for CSV).
+    """
+    import pyarrow as pa
+
+    path = Path(path)
+    source = source or str(path)
+    if not path.is_file():
+        raise ValueError(f"{source}: score table not found")
+    signals = list(dict.fromkeys(signals))
+    if _log_format(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            available = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as error:
+            raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
+        wanted = _wanted_columns(available, signals, source)
+        arrow_table = pq.read_table(path, columns=wanted)
+    else:
+        import pyarrow.csv as pa_csv
+
+        if not path.name.lower().endswith(".gz"):
+            check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
+        available = _csv_header(path, source)
+        wanted = _wanted_columns(available, signals, source)
+        # Signals are left to type inference, so that a stray text cell is reported with its line below.
+        convert = pa_csv.ConvertOptions(
+            include_columns=wanted,
+            column_types={
+                "slice": pa.dictionary(pa.int32(), pa.string()),
+                **({"id": pa.string()} if "id" in wanted else {}),
+            },
+            strings_can_be_null=False,
+        )
+        try:
+            arrow_table = pa_csv.read_csv(path, convert_options=convert)
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
+    table = arrow_table.to_pandas()
+    if not isinstance(table["slice"].dtype, pd.CategoricalDtype):
+        table["slice"] = table["slice"].astype("category")
+    return check_score_table(table, signals, source=source)
+
+
+def _csv_header(path: Path, source: str) -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as stream:
+            return next(csv.reader(stream), [])
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
+
+
+def _wanted_columns(available, signals, source) -> list[str]:
+    # Worded as check_score_table words it, for every reader.
+    available = list(available)
+    missing = [column for column in ("answerable", "slice", *signals) if column not in available]
+    if missing:
+        if len(available) == 1:
+            problem = delimiter_problem(str(available[0]))
+            if problem:
+                raise ValueError(f"{source}: {problem}")
+        raise ValueError(
+            f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(map(str, available))}"
+        )
+    return [column for column in ("id", "answerable", "slice", *signals) if column in available]
+
+
+def read_csv_table(path, *, what: str = "score table") -> pd.DataFrame:
+    """Read a whole CSV (every column, pandas types) with errors that name the file, a foreign delimiter included."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: {what} not found")
+    check_csv_delimiter(path)
+    try:
+        return pd.read_csv(path)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
+
+
+def provenance_path(path) -> Path:
+    """``scores.csv`` -> ``scores.meta.json``: where a score table's provenance lives."""
+    path = Path(path)
+    return path.with_name(path.stem + ".meta.json")
+
+
+def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) -> Path:
+    """Write the score table as CSV and its provenance as ``<name>.meta.json`` (both atomically)."""
+    path = Path(path)
+    # Full precision (shortest round-trip repr): a threshold fitted on the file must equal the live score it came from.
+    atomic_write_text(path, table.to_csv(index=False))
+    if config is not None:
+        atomic_write_text(provenance_path(path), json.dumps(config, indent=2) + "\n")
+    return path
+
+
+def read_provenance(path) -> dict | None:
+    """The provenance written beside a score table (its ``.meta.json``), or None when there is none."""
+    meta = provenance_path(path)
+    if not meta.is_file():
+        return None
+    try:
+        return json.loads(meta.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{meta}: not valid JSON ({error})") from error
+
+
+def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **index_options) -> pd.DataFrame:
+    """A score table: read one, or compute it from a corpus and a labeled query file.
+
+    Parameters
+    ----------
+    scores_path : str or Path, default=None
+        An existing score table CSV (for instance scores logged in
+        production). When given, nothing is retrieved.
+    queries_path, corpus_dir : str or Path, default=None
+        Without ``scores_path``, both are needed: the table is computed by
+        :func:`ragcal.scoring.score_query_file`, with ``index_options`` passed
+        on to :func:`ragcal.retrieval.index.build_index`.
+    """
+    if scores_path is not None:
+        if not Path(scores_path).is_file():
+            raise ValueError(f"{scores_path}: score table not found")
+        return check_score_table(pd.read_csv(scores_path), source=str(scores_path))
+    if queries_path is None or corpus_dir is None:
+        raise ValueError("load_score_table needs scores_path, or both queries_path and corpus_dir")
+    from .scoring import score_query_file
+
+    table, _, _ = score_query_file(queries_path, corpus_dir, **index_options)
+    return table

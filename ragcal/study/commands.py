@@ -1,0 +1,116 @@
+"""``ragcal reproduce`` and ``ragcal golden``: the commands of our study on the bundled corpora.
+
+The command line (:mod:`ragcal.cli`) adds these parsers beside the library's
+commands; nothing in the library imports this module.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def add_parsers(commands) -> None:
+    golden = commands.add_parser("golden", help="check (or re-baseline) the pinned golden-set scores")
+    golden.add_argument(
+        "--write",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write a new baseline to FILE instead of checking tests/golden/<corpus>_minilm.json",
+    )
+    golden.add_argument("--corpus", default="fastapi", help="bundled corpus: fastapi (default) or rust-book")
+    golden.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    golden.set_defaults(run=run_golden)
+
+    reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
+    reproduce.add_argument("--results", type=Path, default=Path("results"), help="output folder (default results/)")
+    reproduce.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    reproduce.add_argument(
+        "--figures", type=Path, default=None, help="figures folder (default: the checkout's figures/, else ./figures)"
+    )
+    reproduce.add_argument(
+        "--executed-notebooks",
+        type=Path,
+        default=None,
+        help="folder for the executed notebooks (default: the checkout's notebooks/, else ./notebooks)",
+    )
+    reproduce.add_argument(
+        "--corpus",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a bundled corpus to rebuild (repeatable; default: all of them, then the cross-corpus report)",
+    )
+    reproduce.add_argument(
+        "--skip-notebooks",
+        action="store_true",
+        help="write results/ only; do not execute the notebooks (which write figures/)",
+    )
+    reproduce.add_argument(
+        "--reranker",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="cross-encoder for the 'Reranker signals' section (default: a tiny random one, a plumbing check)",
+    )
+    reproduce.set_defaults(run=run_reproduce)
+
+
+def run_golden(args) -> int:
+    import json
+
+    from ..datasets import bundled
+    from ..embedding import Embedder
+    from ..queries import load_queries
+    from ..retrieval.index import build_index
+    from .golden import GOLDEN_IDS, compare_golden, golden_file, golden_snapshot, write_golden
+
+    spec = bundled(args.corpus)
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=Embedder(cache_dir=args.cache_dir))
+    queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
+    snapshot = golden_snapshot(index, queries, ids=GOLDEN_IDS[spec.name])
+    if args.write is not None:
+        write_golden(args.write, snapshot)
+        print(f"wrote {args.write}; review its diff and commit it with the regenerated results/")
+        return 0
+    problems = compare_golden(snapshot, json.loads(golden_file(spec.name).read_text()))
+    for problem in problems:
+        print(f"golden: {problem}", file=sys.stderr)
+    print(f"{spec.title}: golden set holds" if not problems else f"golden set broken: {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def run_reproduce(args) -> None:
+    from ..datasets import BUNDLED, check_data_dir
+    from ..embedding import Embedder
+    from ..metrics import slice_summary
+    from .reproduce import reproduce
+
+    check_data_dir()
+    if args.reranker is not None:  # a bad reranker fails before any work
+        from ..retrieval.rerank import CrossEncoderReranker
+
+        CrossEncoderReranker(args.reranker, use_cache=False)
+
+    names = args.corpus or list(BUNDLED)
+    tables = reproduce(
+        args.results, corpora=names, embedder=Embedder(cache_dir=args.cache_dir), reranker=args.reranker
+    )
+    for name, corpus_tables in tables.items():
+        print(f"\n{BUNDLED[name].title}:", end="")
+        print("\ndense_top1 by slice:")
+        print(slice_summary(corpus_tables["scores"], "dense_top1").to_string())
+    if not args.skip_notebooks:
+        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures
+
+        figures = args.figures or FIGURES_DIR
+        executed = args.executed_notebooks or (
+            NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
+        )
+        reproduce_figures(
+            [BUNDLED[name] for name in names],
+            figures_dir=figures,
+            results_dir=args.results,
+            output_dir=executed,
+        )
+        print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")

@@ -1,0 +1,116 @@
+"""A chunk's vector is a function of (model, text) only: not of the cache state, nor of the other texts in the call."""
+
+import random
+import sqlite3
+
+import numpy as np
+import pytest
+
+from ragcal.chunking import chunk_by_headings
+from ragcal.corpus import load_corpus
+from ragcal.embedding import (
+    DEFAULT_MODEL,
+    ENCODING_SCHEME,
+    PACKAGED_MODEL_SHA256,
+    Embedder,
+    EmbeddingCache,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def assert_same_bits(actual, expected):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype == np.float32 and actual.shape == expected.shape
+    assert actual.tobytes() == expected.tobytes(), f"{int((actual != expected).any(axis=-1).sum())} vectors differ"
+
+
+@pytest.fixture(scope="module")
+def texts(fastapi_slice):
+    """40 real chunk texts from short to long (so batched encoding pads them), in a fixed shuffled order."""
+    chunks = chunk_by_headings(load_corpus(fastapi_slice))
+    unique = sorted(dict.fromkeys(chunk.text for chunk in chunks), key=lambda text: (len(text), text))
+    assert len(unique) >= 40
+    picked = unique[:: len(unique) // 40][:40]
+    random.Random(0).shuffle(picked)
+    return picked
+
+
+@pytest.fixture(scope="module")
+def cold(texts):
+    """(a) All texts, cold, in one call."""
+    return Embedder(use_cache=False).encode(texts)
+
+
+def test_a_half_warm_cache_gives_the_same_bits_as_a_cold_run(texts, cold, tmp_path):
+    embedder = Embedder(cache_dir=tmp_path)
+    assert_same_bits(embedder.encode(texts[::2]), cold[::2])
+    assert embedder.last_stats == {"cached": 0, "encoded": 20}
+    assert_same_bits(embedder.encode(texts), cold)  # (b) half read from the cache, half encoded
+    assert embedder.last_stats == {"cached": 20, "encoded": 20}
+    reopened = Embedder(cache_dir=tmp_path)
+    assert_same_bits(reopened.encode(texts), cold)
+    assert reopened.last_stats == {"cached": 40, "encoded": 0}
+
+
+def test_order_subset_and_neighbours_do_not_change_the_bits(texts, cold, tmp_path):
+    order = list(reversed(range(len(texts))))
+    subset = order[5:30]
+    embedder = Embedder(cache_dir=tmp_path)
+    assert_same_bits(embedder.encode([texts[i] for i in subset]), cold[subset])  # (c) another subset, other order
+    assert_same_bits(embedder.encode([texts[i] for i in order]), cold[order])
+    alone = Embedder(use_cache=False)
+    for i in (0, 17, 39):
+        assert_same_bits(alone.encode([texts[i]]), cold[[i]])
+    assert_same_bits(alone.encode([texts[3], texts[3], texts[0]]), cold[[3, 3, 0]])
+
+
+def test_the_old_batched_scheme_did_depend_on_the_batch(texts, cold):
+    """The tests above would have failed before: batches of 64 give other bits for a half-warm run."""
+    model = Embedder(use_cache=False).model
+
+    def old(batch):
+        return model.encode(batch, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
+
+    whole = old(texts)
+    half_warm = np.empty_like(whole)
+    half_warm[::2] = old(texts[::2])  # cached by the first run
+    half_warm[1::2] = old(texts[1::2])  # encoded by the second
+    assert not np.array_equal(whole, half_warm)
+    assert not np.array_equal(whole, cold)
+    np.testing.assert_allclose(whole, cold, atol=1e-6)  # the same vectors up to the last bits
+
+
+def test_a_cache_written_with_the_old_key_is_not_read(texts, cold, tmp_path):
+    embedder = Embedder(cache_dir=tmp_path)
+    # The public fingerprint (score tables, gate files) is unchanged; only the cache key carries the scheme.
+    assert embedder.fingerprint == f"{DEFAULT_MODEL}@{PACKAGED_MODEL_SHA256[:12]}/max256"
+    assert embedder.cache_key == f"{embedder.fingerprint}/{ENCODING_SCHEME}"
+    stale = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
+    stale /= np.linalg.norm(stale, axis=1, keepdims=True)
+    old_cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
+    old_cache.put(embedder.fingerprint, texts[:3], stale)  # how entries were keyed before
+    old_cache.close()
+    assert_same_bits(embedder.encode(texts[:3]), cold[:3])
+    assert embedder.last_stats == {"cached": 0, "encoded": 3}
+    connection = sqlite3.connect(tmp_path / "embeddings.sqlite")
+    keys = connection.execute("SELECT model, COUNT(*) FROM embeddings GROUP BY model ORDER BY model").fetchall()
+    connection.close()
+    assert keys == [(embedder.fingerprint, 3), (embedder.cache_key, 3)]
+    again = Embedder(cache_dir=tmp_path)
+    assert_same_bits(again.encode(texts[:3]), cold[:3])
+    assert again.last_stats == {"cached": 3, "encoded": 0}
+
+
+def test_progress_bar_batch_size_and_empty_input(texts, tmp_path, capfd):
+    embedder = Embedder(use_cache=False, batch_size=2)  # a bar for more than 2 * batch_size texts
+    embedder.encode(texts[:4])
+    assert "Embedding" not in capfd.readouterr().err
+    embedder.encode(texts[:5])
+    assert "Embedding" in capfd.readouterr().err
+    embedder.encode(texts[:5], show_progress_bar=False)
+    assert "Embedding" not in capfd.readouterr().err
+    for embedder in (Embedder(use_cache=False), Embedder(cache_dir=tmp_path)):
+        empty = embedder.encode([])
+        assert empty.shape == (0, 384) and empty.dtype == np.float32
+        assert embedder.last_stats == {"cached": 0, "encoded": 0}
