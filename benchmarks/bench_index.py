@@ -16,7 +16,7 @@ import time
 
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
-from ragcal.datasets import FASTAPI_CORPUS, default_exclude
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE
 from ragcal.embedding import Embedder, resolve_model
 from ragcal.retrieval.index import build_index
 
@@ -28,15 +28,15 @@ def seconds(function):
 
 
 def main():
-    chunks = chunk_by_headings(load_corpus(FASTAPI_CORPUS, exclude=default_exclude(FASTAPI_CORPUS)))
+    chunks = chunk_by_headings(load_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE))
     texts = [chunk.text for chunk in chunks]
     from sentence_transformers import SentenceTransformer
 
     load_time, model = seconds(lambda: SentenceTransformer(resolve_model().location, device="cpu"))
     bare_time, _ = seconds(lambda: model.encode(texts, batch_size=64, normalize_embeddings=True))
     with tempfile.TemporaryDirectory() as cache_dir:
-        cold_time, index = seconds(lambda: build_index(FASTAPI_CORPUS, cache_dir=cache_dir))
-        warm_time, _ = seconds(lambda: build_index(FASTAPI_CORPUS, embedder=Embedder(cache_dir=cache_dir)))
+        cold_time, index = seconds(lambda: build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE, cache_dir=cache_dir))
+        warm_time, _ = seconds(lambda: build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE, embedder=Embedder(cache_dir=cache_dir)))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"chunks: {len(texts)}")
     print(f"model load (bare SentenceTransformer): {load_time:6.1f} s")

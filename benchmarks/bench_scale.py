@@ -11,7 +11,7 @@ comparison runs side by side in one process and prints a ratio; nothing is asser
 2. Dense: exact faiss on the large synthetic vector corpus (``ragcal.approximate_search``),
    then the gating-flip study: HNSW and IVF against exact search at a ``keep@0.95``
    threshold fitted on exact scores, on that corpus and on the bundled labeled sets.
-3. Score logs: ``read_score_log`` + ``calibrate_log`` (every rule, AUC intervals, sweep)
+3. Score logs: ``read_score_table`` + ``calibrate`` (every rule, AUC intervals, sweep)
    on 1,000,000 rows, and 10,000,000 without ``--quick``; the ``ragcal calibrate`` command
    on the same file, in a fresh process.
 4. pgvector: a throw-away PostgreSQL (pgserver), the FastAPI chunks with their MiniLM
@@ -40,10 +40,10 @@ import numpy as np
 import pandas as pd
 import psutil
 
-from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.calibration import fit_threshold
 from ragcal.retrieval import BM25Retriever, DenseRetriever
 from ragcal.retrieval.ann import DenseIndexSpec
+from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.retrieval.bm25 import tokenize
 
 RULES = ["keep@0.95", "recall_guarantee@0.95", "false_answer_guarantee@0.1", "min_cost@5"]
@@ -70,11 +70,11 @@ def measured_build(function):
 
 
 def synthetic_bm25_corpus(n_chunks, n_queries, random_state=0):
-    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES, RUST_BOOK_QUERIES
+    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES, RUST_BOOK_QUERIES
     from ragcal.retrieval.index import chunk_corpus
 
     rng = np.random.default_rng(random_state)
-    chunks = chunk_corpus(FASTAPI_CORPUS)[1]
+    chunks = chunk_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)[1]
     lengths = np.array([len(tokenize(chunk.text)) for chunk in chunks])
     frequencies = Counter(token for chunk in chunks for token in tokenize(chunk.text))
     words = list(frequencies)
@@ -149,10 +149,10 @@ def bench_bm25(n_chunks, n_queries, subset_chunks, subset_queries):
 
 
 def bundled_bm25_difference() -> float:
-    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
+    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
     from ragcal.retrieval.index import chunk_corpus
 
-    chunks = chunk_corpus(FASTAPI_CORPUS)[1]
+    chunks = chunk_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)[1]
     queries = pd.read_csv(FASTAPI_QUERIES)["query"].tolist()
     worst = 0.0
     for variant in ("raw", "stopwords"):
@@ -241,7 +241,7 @@ def bundled_index(corpus_name):
 
     if corpus_name not in _BUNDLED_CACHE:
         bundled = BUNDLED[corpus_name]
-        index = build_index(bundled.corpus)
+        index = build_index(bundled.corpus, exclude=bundled.exclude)
         queries = load_queries(bundled.queries, corpus_paths=index.doc_paths)
         query_vectors = index.dense.embedder.encode(queries["query"].tolist(), show_progress_bar=False)
         _BUNDLED_CACHE[corpus_name] = (index, queries, query_vectors)
@@ -321,10 +321,11 @@ def bench_calibrate(row_counts):
             write_s, _ = timed(lambda: write_log(path, n_rows))
             size_mb = path.stat().st_size / 2**20
             print(f"\n== Score log: {n_rows:,} rows, {size_mb:.0f} MB CSV (written in {write_s:.1f} s)")
-            from ragcal.score_tables import calibrate_log, read_score_table
+            from ragcal.calibration import calibrate
+            from ragcal.score_tables import read_score_table
 
-            read_s, table = timed(lambda: read_score_log(path, ["dense_top1"]))
-            calibrate_s, result = timed(lambda: calibrate_log(table, "dense_top1", RULES))
+            read_s, table = timed(lambda: read_score_table(path, ["dense_top1"]))
+            calibrate_s, result = timed(lambda: calibrate(table, "dense_top1", RULES))
             print(f"  in process: read {read_s:.1f} s + calibrate {calibrate_s:.1f} s = {read_s + calibrate_s:.1f} s")
             print(f"  sweep: {result.sweep_scheme}; AUC interval: {result.auc['interval'].iloc[0]}")
             command = [sys.executable, "-m", "ragcal", "calibrate", str(path), "--signal", "dense_top1"]

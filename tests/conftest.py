@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ragcal.datasets import FASTAPI_CORPUS
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, RUST_BOOK_EXCLUDE
 from ragcal.embedding import Embedder
 
 # Pages copied into the small end-to-end corpus; the queries in tests refer to them.
@@ -48,7 +48,7 @@ def fastapi_index():
     """The full bundled corpus with the default model and the default (user or CI) embedding cache."""
     from ragcal.retrieval.index import build_index
 
-    return build_index(FASTAPI_CORPUS)
+    return build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
 
 
 @pytest.fixture(scope="session")
@@ -57,4 +57,4 @@ def rust_book_index():
     from ragcal.datasets import RUST_BOOK_CORPUS
     from ragcal.retrieval.index import build_index
 
-    return build_index(RUST_BOOK_CORPUS)
+    return build_index(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)

@@ -4,6 +4,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write
 from scipy.stats import binomtest
 
 from ragcal.calibration import (
@@ -27,8 +28,6 @@ from ragcal.metrics import (
     outcome_table,
     sweep,
 )
-
-from conftest import write
 
 
 @pytest.fixture

@@ -1,12 +1,11 @@
 import re
 
 import pytest
+from conftest import write
 
 from ragcal.chunking import HEADING_SEPARATOR, chunk_by_headings, chunk_fixed_size, chunk_size_summary, count_tokens
 from ragcal.corpus import load_corpus
 from ragcal.datasets import FASTAPI_CORPUS, RUST_BOOK_CORPUS, RUST_BOOK_EXCLUDE
-
-from conftest import write
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,10 @@ import re
 import warnings
 
 import pytest
+from conftest import write
 
 from ragcal.corpus import CorpusError, IncludeWarning, load_corpus
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, RUST_BOOK_CORPUS, RUST_BOOK_EXCLUDE, default_exclude
-
-from conftest import write
 
 
 def test_loads_relative_paths_titles_and_front_matter(tmp_path):

@@ -9,8 +9,8 @@ from ragcal.embedding import (
     DEFAULT_MODEL,
     PACKAGED_MODEL_SHA256,
     CacheWarning,
-    EmbeddingCache,
     Embedder,
+    EmbeddingCache,
     resolve_model,
 )
 

@@ -1,8 +1,7 @@
 import pytest
+from conftest import write
 
 from ragcal.queries import QueryFileError, load_queries
-
-from conftest import write
 
 HEADER = "id,query,answerable,slice,gold\n"
 

@@ -87,9 +87,9 @@ def test_the_readme_snippet_runs_from_the_wheel(installed):
     python, work, _ = installed
     snippet = textwrap.dedent("""
         from ragcal import build_index, load_queries, score_table
-        from ragcal.datasets import FASTAPI_CORPUS, STARTER_QUERIES
+        from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, STARTER_QUERIES
 
-        index = build_index(FASTAPI_CORPUS)
+        index = build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
         queries = load_queries(STARTER_QUERIES, corpus_paths=index.doc_paths)
         retrieved = index.retrieve(queries["query"])
         table = score_table(queries, retrieved)

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from ragcal.retrieval.approximate import synthetic_corpus, top1_comparison
 from ragcal.gates.files import GateFileError, check_provenance, index_options
 from ragcal.retrieval import DenseRetriever
 from ragcal.retrieval.ann import DenseIndexSpec
+from ragcal.retrieval.approximate import synthetic_corpus, top1_comparison
 
 
 @pytest.fixture(scope="module")

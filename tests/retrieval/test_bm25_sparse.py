@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from rank_bm25 import BM25Okapi
 
-from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
 from ragcal.retrieval import BM25Retriever
 from ragcal.retrieval.bm25 import tokenize
 from ragcal.retrieval.bm25_sparse import SparseBM25
@@ -16,7 +16,7 @@ from ragcal.retrieval.index import chunk_corpus
 
 @pytest.fixture(scope="module")
 def fastapi_chunks():
-    return chunk_corpus(FASTAPI_CORPUS)[1]
+    return chunk_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)[1]
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.gates import ThresholdGate
 from ragcal.retrieval import DenseRetriever
+from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.retrieval.pgvector import PgvectorRetriever, cosine_distance_to_similarity
 from ragcal.retrieval.protocol import Retriever, retrieve_with
 from ragcal.scoring import score_table
@@ -129,9 +129,9 @@ def test_bad_table_name_is_refused_before_connecting():
 def test_bundled_labeled_set_through_pgvector_gets_faiss_decisions_up_to_predicted_flips(database_url):
     """The bundled FastAPI set, real MiniLM embeddings (cached), the published keep@0.95 threshold."""
     from ragcal import build_index, load_queries
-    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_QUERIES
+    from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
 
-    index = build_index(FASTAPI_CORPUS)
+    index = build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
     queries = load_queries(FASTAPI_QUERIES, corpus_paths=index.doc_paths)
     embeddings = index.dense.index.reconstruct_n(0, index.dense.index.ntotal)
     with PgvectorRetriever(database_url, table="fastapi_chunks", embedder=index.dense.embedder) as pg:

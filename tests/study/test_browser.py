@@ -179,9 +179,9 @@ def score_table(fastapi_index):
 
     ``fastapi_index`` warms the shared embedding cache (once per session), which the kernel reads too.
     """
-    from ragcal.score_tables import load_score_table
+    from ragcal.study.notebooks import notebook_score_table
 
-    return load_score_table()
+    return notebook_score_table()
 
 
 @pytest.fixture

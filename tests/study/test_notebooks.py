@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.study.notebooks import execute_notebook, NOTEBOOKS, NOTEBOOKS_DIR
+from ragcal.study.notebooks import NOTEBOOKS, NOTEBOOKS_DIR, execute_notebook
 
 # name -> (small parameters, figures it must write, images it must show)
 CASES = {

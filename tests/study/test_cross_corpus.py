@@ -5,10 +5,9 @@ import pandas as pd
 import pytest
 
 from ragcal.calibration import fit_threshold
-from ragcal.chunk_sweep import MEASURES
-from ragcal.study.cross_corpus import auc_side_by_side, paired_signal_difference, threshold_transfer
-from ragcal.chunk_sweep import chunking_verdict
+from ragcal.chunk_sweep import MEASURES, chunking_verdict
 from ragcal.metrics import auc_table
+from ragcal.study.cross_corpus import auc_side_by_side, paired_signal_difference, threshold_transfer
 
 
 def scores(seed, separation, n=60):

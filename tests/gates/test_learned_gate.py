@@ -7,7 +7,6 @@ import pandas as pd
 import pytest
 
 from ragcal.calibration import fit_threshold
-
 from ragcal.gates import LearnedGate, LinearScore, fit_learned_gate, fit_learned_score, gate_from_dict, save_gate
 from ragcal.gates.files import read_gate_file
 from ragcal.gates.learned import crossfit_scores, learned_pipeline

@@ -19,8 +19,8 @@ from ragcal.plotting import (  # noqa: E402
     ScoreDistributionDisplay,
     TradeoffDisplay,
     save_figure,
-    slice_colours,
 )
+from ragcal.plotting._style import slice_colours  # noqa: E402
 
 
 @pytest.fixture

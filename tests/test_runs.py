@@ -4,10 +4,9 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import write
 
 from ragcal.cli import main
-
-from conftest import write
 
 DOCUMENTS = ["index.md", "service/x.md", "tutorial/cors.md", "tutorial/index.md"]
 QUERIES = """id,query,answerable,slice,gold

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write
 
 from ragcal.calibration import fit_threshold, heldout_outcomes
 from ragcal.chunking import chunk_by_headings
@@ -36,8 +37,6 @@ from ragcal.gates import (
     save_gate,
 )
 from ragcal.retrieval import BM25Retriever, RetrievalResult
-
-from conftest import write
 
 
 def hits(name, *pairs):

@@ -6,16 +6,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import write
+from test_access import HashEmbedder, write_corpus
 
 from ragcal.cli import main
 from ragcal.gates import GateFileError, GateWarning, ThresholdGate, fit_default_chain, load_gate, save_gate
 from ragcal.retrieval import RetrievalResult
-from ragcal.retrieval.rerank import CrossEncoderReranker, RerankerLoadError, build_tiny_cross_encoder
 from ragcal.retrieval.index import build_index
+from ragcal.retrieval.rerank import CrossEncoderReranker, RerankerLoadError, build_tiny_cross_encoder
 from ragcal.scoring import score_table
-
-from conftest import write
-from test_access import HashEmbedder, write_corpus
 
 
 @pytest.fixture(scope="module")

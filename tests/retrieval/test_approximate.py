@@ -2,8 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 from ragcal.retrieval import RetrievalResult
+from ragcal.retrieval.approximate import decision_flips, synthetic_corpus, top1_comparison, topk_overlap
 
 
 def result(ids, scores):

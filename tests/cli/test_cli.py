@@ -4,10 +4,9 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import write
 
 from ragcal.cli import main
-
-from conftest import write
 
 QUERIES = """id,query,answerable,slice,gold
 q1,How can I put a cookie in the response?,true,answerable,advanced/response-cookies.md
@@ -135,10 +134,10 @@ def no_model(monkeypatch):
         raise AssertionError("ragcal chunks must not load an embedding model")
 
     import ragcal.embedding
-    import ragcal.scoring
+    import ragcal.retrieval.index
 
     monkeypatch.setattr(ragcal.embedding, "Embedder", refuse)
-    monkeypatch.setattr(ragcal.scoring, "Embedder", refuse)
+    monkeypatch.setattr(ragcal.retrieval.index, "Embedder", refuse)
 
 
 def _read_jsonl(path):
@@ -198,13 +197,13 @@ def test_chunks_options(tmp_path, no_model):
 
 def test_chunks_of_the_rust_book(tmp_path, capsys, no_model):
     from ragcal.chunking import chunk_size_summary
-    from ragcal.datasets import RUST_BOOK_CORPUS
+    from ragcal.datasets import RUST_BOOK_CORPUS, RUST_BOOK_EXCLUDE
     from ragcal.retrieval.index import chunk_corpus
 
     out = tmp_path / "rust.jsonl"
     assert main(["chunks", str(RUST_BOOK_CORPUS), "--out", str(out)]) == 0
     rows = _read_jsonl(out)
-    documents, chunks, _ = chunk_corpus(RUST_BOOK_CORPUS)
+    documents, chunks, _ = chunk_corpus(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)
     summary = chunk_size_summary(chunks).iloc[0]
     assert len(rows) == len(chunks) == summary["chunks"]
     assert len({row["path"] for row in rows}) == len(documents) == 111  # SUMMARY.md left out by default
@@ -228,7 +227,7 @@ def test_chunks_missing_corpus_is_named_and_writes_nothing(tmp_path, capsys, no_
 
 
 def test_slice_summary_prints_whole_number_counts(capsys):
-    from ragcal.cli import _print_slice_summary
+    from ragcal.cli._options import print_slice_summary
 
     table = pd.DataFrame(
         {
@@ -236,7 +235,7 @@ def test_slice_summary_prints_whole_number_counts(capsys):
             "dense_top1": [0.61, 0.72, 0.55, 0.8, 0.66, 0.7, 0.59, 0.74, 0.68, 0.12, 0.2, float("nan")],
         }
     )
-    _print_slice_summary(table)
+    print_slice_summary(table)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0] == "dense_top1 by slice:"
     assert lines[1].split() == ["count", "median", "min", "max"]

@@ -1,15 +1,14 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from ragcal.cli import main
-from ragcal.queries import load_queries
-from ragcal.chunk_sweep import CHUNKING_VARIANTS, MEASURES, parse_variants, sweep_chunking
-from ragcal.study.reproduce import chunking_paragraph
-from ragcal.runs import hardest_queries
-
 from conftest import write
 from test_cli import QUERIES
+
+from ragcal.chunk_sweep import CHUNKING_VARIANTS, MEASURES, parse_variants, sweep_chunking
+from ragcal.cli import main
+from ragcal.queries import load_queries
+from ragcal.runs import hardest_queries
+from ragcal.study.reproduce import chunking_paragraph
 
 
 @pytest.fixture(scope="module")

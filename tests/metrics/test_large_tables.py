@@ -1,4 +1,9 @@
-"""Large logged score tables: reading CSV and Parquet, exact sweeps, subsampled bootstrap intervals."""
+"""Large logged score tables: reading CSV and Parquet, exact sweeps, subsampled bootstrap intervals.
+
+These are options of the same functions small labeled sets use (auc_interval / auc_table with
+bootstrap_rows, sweep with every_score_limit, calibrate), so each test also checks that the small-table
+path is unchanged.
+"""
 
 import warnings
 
@@ -6,12 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.calibration import fit_threshold
+from ragcal.calibration import calibrate, fit_threshold
 from ragcal.cli import main
-from ragcal.metrics import auc_with_ci, group_stats, outcome_table, sweep, DegenerateInputWarning
-from ragcal.score_tables import unanswerable_slices
-from ragcal.metrics import auc_interval
-from ragcal.score_tables import calibrate_log, log_sweep, read_score_table
+from ragcal.metrics import DegenerateInputWarning, auc_interval, auc_with_ci, group_stats, outcome_table, sweep
+from ragcal.score_tables import read_score_table, unanswerable_slices
 
 RULES = ["keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
 
@@ -42,8 +45,8 @@ def frame():
 def test_csv_and_parquet_read_the_same(tmp_path, frame):
     frame.to_csv(tmp_path / "log.csv", index=False)
     frame.to_parquet(tmp_path / "log.parquet")
-    from_csv = read_score_log(tmp_path / "log.csv", ["my_score"])
-    from_parquet = read_score_log(tmp_path / "log.parquet", ["my_score"])
+    from_csv = read_score_table(tmp_path / "log.csv", ["my_score"])
+    from_parquet = read_score_table(tmp_path / "log.parquet", ["my_score"])
     assert list(from_csv.columns) == ["id", "answerable", "slice", "my_score"]  # "query" is not needed, not read
     for table in (from_csv, from_parquet):
         assert table["answerable"].dtype == bool
@@ -51,34 +54,34 @@ def test_csv_and_parquet_read_the_same(tmp_path, frame):
         assert isinstance(table["slice"].dtype, pd.CategoricalDtype)
         np.testing.assert_array_equal(table["my_score"].to_numpy(), frame["my_score"].to_numpy())
     frame.to_csv(tmp_path / "log.csv.gz", index=False)
-    np.testing.assert_array_equal(read_score_log(tmp_path / "log.csv.gz", ["my_score"])["my_score"], frame["my_score"])
+    np.testing.assert_array_equal(read_score_table(tmp_path / "log.csv.gz", ["my_score"])["my_score"], frame["my_score"])
 
 
 def test_errors_name_the_file_the_line_and_the_column(tmp_path, frame):
     with pytest.raises(ValueError, match=r"log.csv: score table not found"):
-        read_score_log(tmp_path / "log.csv", ["my_score"])
+        read_score_table(tmp_path / "log.csv", ["my_score"])
     frame.to_csv(tmp_path / "log.csv", index=False)
     with pytest.raises(ValueError, match=r"log.csv: missing column\(s\) 'nope'; have id, query, answerable"):
-        read_score_log(tmp_path / "log.csv", ["nope"])
+        read_score_table(tmp_path / "log.csv", ["nope"])
     broken = frame.astype({"answerable": object, "my_score": object})
     broken.loc[7, "answerable"] = "maybe"
     broken.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match=r"bad.csv, line 9, column 'answerable': .*got 'maybe'"):
-        read_score_log(tmp_path / "bad.csv", ["my_score"])
+        read_score_table(tmp_path / "bad.csv", ["my_score"])
     broken.loc[7, "answerable"] = "no"
     broken.loc[11, "my_score"] = "high"
     broken.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match=r"bad.csv, line 13, column 'my_score': not numeric, got 'high'"):
-        read_score_log(tmp_path / "bad.csv", ["my_score"])
+        read_score_table(tmp_path / "bad.csv", ["my_score"])
     frame.to_csv(tmp_path / "semi.csv", index=False, sep=";")
     with pytest.raises(ValueError, match=r"semi.csv: .*;"):
-        read_score_log(tmp_path / "semi.csv", ["my_score"])
+        read_score_table(tmp_path / "semi.csv", ["my_score"])
     frame.to_csv(tmp_path / "semi.csv.gz", index=False, sep=";")
     with pytest.raises(ValueError, match=r"semi.csv.gz: .*;"):
-        read_score_log(tmp_path / "semi.csv.gz", ["my_score"])
+        read_score_table(tmp_path / "semi.csv.gz", ["my_score"])
     (tmp_path / "fake.parquet").write_text("not parquet")
     with pytest.raises(ValueError, match=r"fake.parquet: cannot be read as Parquet"):
-        read_score_log(tmp_path / "fake.parquet", ["my_score"])
+        read_score_table(tmp_path / "fake.parquet", ["my_score"])
 
 
 def test_small_tables_get_the_plain_bootstrap_unchanged(frame):
@@ -112,10 +115,10 @@ def test_auc_interval_degenerate_input_is_nan_with_a_warning():
         auc_interval([True, False], [1.0, 0.0], bootstrap_rows=1)
 
 
-def test_log_sweep_is_the_full_sweep_when_scores_are_few(frame, tmp_path):
+def test_sweep_with_fitted_thresholds_adds_them_as_rule_rows(frame, tmp_path):
     frame.to_csv(tmp_path / "log.csv", index=False)
-    table = read_score_log(tmp_path / "log.csv", ["my_score"])
-    swept = log_sweep(table, "my_score", thresholds=[0.123456])
+    table = read_score_table(tmp_path / "log.csv", ["my_score"])
+    swept = sweep(table, "my_score", thresholds=[0.123456], every_score_limit=20_000)
     full = sweep(table, "my_score")
     assert swept.attrs["scheme"] == "every distinct score"
     assert len(swept) == len(full) + 1
@@ -123,27 +126,28 @@ def test_log_sweep_is_the_full_sweep_when_scores_are_few(frame, tmp_path):
     assert swept.loc[swept["source"] == "rule", "threshold"].tolist() == [0.123456]
 
 
-def test_log_sweep_on_many_distinct_scores_is_a_grid_with_exact_counts():
+def test_sweep_of_many_distinct_scores_is_a_grid_with_exact_counts():
     table = logged_table(5000, random_state=2)  # full-precision scores: 5000 distinct
     table["answerable"] = table["answerable"] == "yes"
-    swept = log_sweep(table, "my_score", thresholds=[0.5], grid_points=101, every_score_limit=1000)
+    swept = sweep(table, "my_score", thresholds=[0.5], grid_points=101, every_score_limit=1000)
     assert swept.attrs["scheme"].startswith("grid of 101 + rule thresholds (5000 distinct scores")
     assert len(swept) == 102 and swept["source"].value_counts().to_dict() == {"grid": 101, "rule": 1}
     expected = outcome_table(table, "my_score", swept["threshold"])
     pd.testing.assert_frame_equal(swept.drop(columns=["signal", "source"]), expected)
 
 
-def test_calibrate_log_fits_every_rule_on_every_row():
+def test_calibrate_fits_every_rule_on_every_row():
     table = logged_table(4000, random_state=5)
     table["answerable"] = table["answerable"] == "yes"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = calibrate_log(table, "my_score", RULES, bootstrap_rows=1000, n_resamples=200, every_score_limit=100)
+        result = calibrate(table, "my_score", RULES, bootstrap_rows=1000, n_resamples=200, every_score_limit=100)
     expected = [fit_threshold(rule, table["my_score"], table["answerable"]) for rule in RULES]
     assert result.thresholds["threshold"].tolist() == expected
     assert result.thresholds["rule"].tolist() == RULES and not result.thresholds["fallback"].any()
+    assert result.thresholds["messages"].map(len).sum() == 0 and result.heldout is None
     pd.testing.assert_frame_equal(
-        result.thresholds.drop(columns=["rule", "fallback"]), outcome_table(table, "my_score", expected)
+        result.thresholds.drop(columns=["rule", "fallback", "messages"]), outcome_table(table, "my_score", expected)
     )
     pd.testing.assert_frame_equal(result.group_stats, group_stats(table, ["my_score"]))
     assert result.auc["comparison"].tolist() == ["all unanswerable", *unanswerable_slices(table)]
@@ -170,6 +174,6 @@ def test_calibrate_cli_reads_parquet_and_writes_the_sweep(tmp_path, capsys, fram
     assert "3000 queries" in out and "keep@0.95: answer when my_score >=" in out
     assert "AUC (answerable vs all unanswerable)" in out and "bootstrap" in out
     swept = pd.read_csv(tmp_path / "sweep.csv")
-    table = read_score_log(tmp_path / "log.parquet", ["my_score"])
+    table = read_score_table(tmp_path / "log.parquet", ["my_score"])
     threshold = fit_threshold("keep@0.95", table["my_score"], table["answerable"])
     assert threshold in swept["threshold"].tolist()

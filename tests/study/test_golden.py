@@ -10,8 +10,8 @@ import json
 import pytest
 
 from ragcal.datasets import BUNDLED
-from ragcal.study.golden import compare_golden, golden_file, golden_snapshot, GOLDEN_FILE, GOLDEN_IDS
 from ragcal.queries import load_queries
+from ragcal.study.golden import GOLDEN_FILE, GOLDEN_IDS, compare_golden, golden_file, golden_snapshot
 
 
 @pytest.fixture(scope="module", params=list(BUNDLED))

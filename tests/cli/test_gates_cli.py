@@ -10,8 +10,8 @@ from ragcal.cli import main
 from ragcal.datasets import FASTAPI_QUERIES
 from ragcal.gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, retriever_features
 from ragcal.queries import load_queries
-from ragcal.scoring import score_table
 from ragcal.score_tables import write_score_table
+from ragcal.scoring import score_table
 
 pytestmark = pytest.mark.slow
 
