@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_text
@@ -41,10 +40,10 @@ from ..datasets import BUNDLED, BundledCorpus, bundled
 from ..embedding import Embedder
 from ..formatting import interval_cell
 from ..gates import DEFAULT_LEARNED_SIGNALS
-from ..metrics import auc_table, group_stats, outcome_table, retrieval_metrics, sweep
-from ..queries import gold_pages, load_queries
+from ..metrics import auc_table, group_stats, outcome_table, sweep
+from ..queries import load_queries
 from ..retrieval.index import build_index
-from ..runs import read_trec_run, write_trec_runs
+from ..runs import evaluate_runs, hardest_queries, read_trec_run, write_trec_runs
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
@@ -66,7 +65,7 @@ from .report import (
 )
 from .rerank import rerank_aucs, rerank_section
 
-__all__ = ["evaluate_runs", "reproduce", "reproduce_corpus", "chunking_paragraph", "hardest_queries"]
+__all__ = ["reproduce", "reproduce_corpus", "chunking_paragraph"]
 
 
 def _project_relative(path) -> str:
@@ -76,37 +75,6 @@ def _project_relative(path) -> str:
     resolved = Path(path).resolve()
     root = DATA_DIR.parent.resolve()
     return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else str(path)
-
-
-def evaluate_runs(runs_dir, queries: pd.DataFrame, *, source: str = "queries", **options) -> pd.DataFrame:
-    """Retrieval metrics with intervals for every ``*.run`` file in ``runs_dir``.
-
-    The queries are checked against the runs first
-    (:func:`ragcal.metrics.check_queries_against_runs`): an answerable query id
-    in no run file, or a gold path that is not a document of the corpus listed
-    in ``runs_dir/meta.json`` (written by ``ragcal score --runs``), raises
-    ``ValueError`` naming ``source`` (the query file), since it would score 0.
-    ``options`` go to :func:`ragcal.metrics.retrieval_metrics`.
-    """
-    from ..runs import check_queries_against_runs
-
-    runs_dir = Path(runs_dir)
-    paths = sorted(runs_dir.glob("*.run"))
-    if not paths:
-        raise ValueError(f"{runs_dir}: no *.run files")
-    runs = {path.stem: read_trec_run(path) for path in paths}
-    meta_path = runs_dir / "meta.json"
-    documents = None
-    if meta_path.is_file():
-        try:
-            documents = json.loads(meta_path.read_text(encoding="utf-8")).get("documents")
-        except (json.JSONDecodeError, AttributeError) as error:
-            raise ValueError(f"{meta_path}: not a JSON object as ragcal score --runs writes it ({error})") from error
-    gold = gold_pages(queries)
-    check_queries_against_runs(
-        runs, gold, documents=documents, source=source, runs_label=str(runs_dir), documents_label=str(meta_path)
-    )
-    return retrieval_metrics(runs, gold, **options)
 
 
 def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT, fixed: str = "fixed-500") -> str:
@@ -142,37 +110,6 @@ def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT
         claim + " " + "; ".join(parts) + ". Caveat: MiniLM reads at most 256 word pieces, so a 500-token "
         "window is embedded from its first ~200 words only."
     )
-
-
-def hardest_queries(queries: pd.DataFrame, runs: dict, *, retriever: str = "dense", n: int = 5) -> pd.DataFrame:
-    """The answerable queries whose gold page ranks worst for ``retriever``.
-
-    Returns
-    -------
-    DataFrame
-        ``id, query, gold, <retriever>_gold_rank`` (page level, NaN when no
-        gold page is in the run) and the top page of each run, worst first.
-    """
-    gold = gold_pages(queries)
-    ranked = {
-        name: {
-            qid: list(dict.fromkeys(group["docid"].str.rsplit("#", n=1).str[0]))
-            for qid, group in run.groupby("qid", sort=False)
-        }
-        for name, run in runs.items()
-    }
-    rows = []
-    for row in queries[queries["answerable"]].itertuples():
-        record = {"id": row.id, "query": row.query, "gold": ";".join(row.gold)}
-        for name, pages in ranked.items():
-            order = pages.get(row.id, [])
-            rank = next((position for position, page in enumerate(order, start=1) if page in gold[row.id]), np.nan)
-            record[f"{name}_gold_rank"] = rank
-        record[f"{retriever}_top_page"] = ranked[retriever].get(row.id, [""])[0]
-        rows.append(record)
-    table = pd.DataFrame(rows)
-    key = table[f"{retriever}_gold_rank"].fillna(np.inf)
-    return table.assign(_key=key).sort_values("_key", ascending=False, kind="stable").drop(columns="_key").head(n)
 
 
 def _format_retrieval(table: pd.DataFrame) -> str:
