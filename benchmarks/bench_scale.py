@@ -8,7 +8,7 @@ comparison runs side by side in one process and prints a ratio; nothing is asser
    vocabulary with their frequencies; queries from the words of the bundled labeled
    questions. The sparse backend indexes and searches the whole corpus; rank-bm25 a subset
    it can finish, where both run and their scores are compared.
-2. Dense: exact faiss on the large synthetic vector corpus (``ragcal.approximate_search``),
+2. Dense: exact faiss on the large synthetic vector corpus (``ragcal.retrieval.approximate``),
    then the gating-flip study: HNSW and IVF against exact search at a ``keep@0.95``
    threshold fitted on exact scores, on that corpus and on the bundled labeled sets.
 3. Score logs: ``read_score_table`` + ``calibrate`` (every rule, AUC intervals, sweep)

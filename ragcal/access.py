@@ -11,7 +11,7 @@ level:
 3. otherwise the default level (``"public"`` unless the user says otherwise).
 
 A caller names the levels it may see (``allowed_levels``). The index it gets
-back from :meth:`ragcal.scoring.RetrievalIndex.restrict` holds only those
+back from :meth:`ragcal.retrieval.index.RetrievalIndex.restrict` holds only those
 chunks: the dense index, the BM25 statistics (IDF and lengths), fusion, the
 reranker, the signals, the refusal text and the run files are all computed
 from that subset, so no score depends on restricted text.

@@ -71,7 +71,7 @@ def test_the_wheel_ships_the_data_and_the_notebooks(installed):
         work,
         "-c",
         textwrap.dedent("""
-        import ragcal, ragcal.datasets as d, ragcal.notebooks as n
+        import ragcal, ragcal.datasets as d, ragcal.study.notebooks as n
         print(ragcal.__file__); print(d.DATA_DIR); print(d.FASTAPI_CORPUS.is_dir(), d.RUST_BOOK_QUERIES.is_file())
         print(n.NOTEBOOKS_DIR, (n.NOTEBOOKS_DIR / "01_score_distributions.py").is_file())
     """),

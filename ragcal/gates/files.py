@@ -116,7 +116,7 @@ def read_gate_file(path) -> dict:
 def check_provenance(provenance: dict, config: dict, *, source="gate file", retrievers=()) -> None:
     """Raise :class:`GateFileError` unless the gate was fitted on this model and chunking.
 
-    ``config`` is an index's :attr:`ragcal.scoring.RetrievalIndex.config`. A
+    ``config`` is an index's :attr:`ragcal.retrieval.index.RetrievalIndex.config`. A
     gate that reads the ``"rerank"`` view (in ``retrievers``) also needs the
     same reranker. A different corpus digest (the docs changed) or other
     access levels are only a :class:`GateWarning`.
@@ -171,7 +171,7 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
 
 
 def index_options(provenance: dict) -> dict:
-    """:func:`ragcal.scoring.build_index` options that reproduce the gate's chunking, model and excluded pages."""
+    """:func:`ragcal.retrieval.index.build_index` options that reproduce the gate's chunking, model and excluded pages."""
     options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
     if provenance.get("model"):
         options["model"] = provenance["model"]

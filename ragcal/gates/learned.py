@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 #: The signals a learned gate combines when none are named. In the nested held-out evaluation of
-#: :mod:`ragcal.learned_study` (1,000 splits, both bundled corpora) this set refused as many near-domain questions at
+#: :mod:`ragcal.study.learned` (1,000 splits, both bundled corpora) this set refused as many near-domain questions at
 #: keep@0.95 as all 17 continuous signals together (FastAPI 95.5% vs 96.6%, Rust book 85.7% vs 86.2%) and far more
 #: than dense_top1 + bm25_top1_raw on the Rust book (65.3%), with every coefficient positive on every split. It was
 #: picked among three candidate sets on the same labeled data, so treat it as a good default, not a tuned optimum.

@@ -76,7 +76,7 @@ class CorpusDescription:
 
     @classmethod
     def from_index(cls, index, *, name: str | None = None) -> "CorpusDescription":
-        """Describe a :class:`ragcal.scoring.RetrievalIndex`."""
+        """Describe a :class:`ragcal.retrieval.index.RetrievalIndex`."""
         chunks = index.chunks
         bm25 = index.bm25.get("bm25_stopwords") or next(iter(index.bm25.values()))
         pages_per_topic = Counter(

@@ -29,7 +29,7 @@ class CoefficientDisplay:
 
     @classmethod
     def from_coefficients(cls, coefficients: pd.DataFrame, *, gates=None) -> "CoefficientDisplay":
-        """From the ``coefficients`` summary of :func:`ragcal.learned_study.summarize_learned`.
+        """From the ``coefficients`` summary of :func:`ragcal.study.learned.summarize_learned`.
 
         Signals are ordered by the size of their mean coefficient in the first gate.
         """

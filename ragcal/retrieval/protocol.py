@@ -98,7 +98,7 @@ def retrieve_with(
     fuse : tuple of str, default=("dense", "bm25_stopwords")
         When every one of these names is present, their lists are also fused
         into ``"rrf"`` by reciprocal rank fusion, as
-        :meth:`ragcal.scoring.RetrievalIndex.retrieve` does.
+        :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` does.
     rrf_k, rrf_top : int
         See :func:`ragcal.retrieval.reciprocal_rank_fusion`.
     diagnostics : bool, default=True

@@ -6,7 +6,7 @@ The study behind the "Access control" section of the FastAPI summary:
    (``data/access/fastapi-demo.csv``: some pages ``restricted``, the
    ``advanced/`` and ``deployment/`` folders ``internal``, the rest public);
 2. score the labeled set once per access level, each time on the index view
-   that caller may see (:meth:`ragcal.scoring.RetrievalIndex.restrict`);
+   that caller may see (:meth:`ragcal.retrieval.index.RetrievalIndex.restrict`);
 3. on each of many stratified half splits, fit the threshold on the
    calibration half of the **full-access** table (the gate a team would
    calibrate), and apply it to the evaluation half at every level.

@@ -1,6 +1,6 @@
 """What holds across corpora: the FastAPI conclusions checked on the Rust book.
 
-Everything here compares tables that :func:`ragcal.reproduce.reproduce_corpus`
+Everything here compares tables that :func:`ragcal.study.reproduce.reproduce_corpus`
 computed for each bundled corpus, and writes ``results/cross_corpus.md`` with
 its CSVs:
 
@@ -169,9 +169,9 @@ def _learned_share(row, group) -> str:
 
 
 def learned_transfer_text(transfer: pd.DataFrame, titles: dict, own: dict) -> str:
-    """The table of :func:`ragcal.learned_study.learned_transfer` and what it says, in words.
+    """The table of :func:`ragcal.study.learned.learned_transfer` and what it says, in words.
 
-    ``own`` maps each corpus to its :func:`ragcal.learned_study.evaluate_learned_gates`
+    ``own`` maps each corpus to its :func:`ragcal.study.learned.evaluate_learned_gates`
     tables (or None), for the learned gate's held-out numbers on its own corpus.
     """
     groups = [column[: -len("_refused")] for column in transfer.columns if column.endswith("_refused")]
@@ -240,7 +240,7 @@ def learned_transfer_text(transfer: pd.DataFrame, titles: dict, own: dict) -> st
 
 
 def write_cross_corpus(results: dict, results_dir, *, log=print) -> dict:
-    """Write ``cross_corpus.md`` and its CSVs from the per-corpus tables of :func:`ragcal.reproduce.reproduce_corpus`.
+    """Write ``cross_corpus.md`` and its CSVs from the per-corpus tables of :func:`ragcal.study.reproduce.reproduce_corpus`.
 
     Parameters
     ----------

@@ -3,7 +3,7 @@
 Gates compared (all on the bundled corpus's score table):
 
 - ``threshold <rule>``: a :class:`~ragcal.gates.ThresholdGate` on
-  ``dense_top1`` for each rule of :data:`ragcal.report.HELDOUT_RULES`;
+  ``dense_top1`` for each rule of :data:`ragcal.study.report.HELDOUT_RULES`;
 - ``floor-gap keep@p``: seed 001's :class:`~ragcal.gates.FloorGapGate`, fitted
   by the 2-D search of :func:`~ragcal.gates.fit_floor_gap`;
 - ``chain keep@0.95``: seed 003's default :class:`~ragcal.gates.FallbackChain`.

@@ -555,7 +555,7 @@ def _learned_difference(row, digits: int, percent: bool) -> str:
 def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str, rule: str, default_signals) -> str:
     """The learned gate against one threshold: held-out AUC, outcomes at ``rule``, paired differences, coefficients.
 
-    ``learned`` is the return value of :func:`ragcal.learned_study.evaluate_learned_gates`.
+    ``learned`` is the return value of :func:`ragcal.study.learned.evaluate_learned_gates`.
     """
     sets, n_splits = learned["sets"], learned["n_splits"]
     auc, outcomes, coefficients = learned["auc"], learned["outcomes"], learned["coefficients"]

@@ -13,16 +13,16 @@ steps that each write their own files:
 5. gates (threshold per rule, floor + gap, the default fallback chain), held
    out per slice, with the passages they pass on and the gates fitted on the
    whole set saved under ``gates/``;
-6. learned gates (:mod:`ragcal.learned_study`): logistic regressions over
+6. learned gates (:mod:`ragcal.study.learned`): logistic regressions over
    signal sets against one ``dense_top1`` threshold, nested held out
    (``learned_auc.csv``, ``learned_gate.csv``, ``learned_coefficients.csv``);
 7. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
-   unless one is given: a plumbing check, see :mod:`ragcal.rerank_study`) and,
-   for FastAPI, the access-control demonstration (:mod:`ragcal.access_study`);
+   unless one is given: a plumbing check, see :mod:`ragcal.study.rerank`) and,
+   for FastAPI, the access-control demonstration (:mod:`ragcal.study.access`);
 8. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
    published ones beside them).
 
-Then ``results/cross_corpus.md`` (:mod:`ragcal.cross_corpus`): what transfers
+Then ``results/cross_corpus.md`` (:mod:`ragcal.study.cross_corpus`): what transfers
 from one corpus to the other.
 """
 
@@ -138,7 +138,7 @@ def reproduce(
         Names from :data:`ragcal.datasets.BUNDLED`; all of them when None.
     reranker : str, default=None
         Cross-encoder for the "Reranker signals" section; None uses the tiny
-        random one (see :mod:`ragcal.rerank_study`).
+        random one (see :mod:`ragcal.study.rerank`).
 
     Returns
     -------
@@ -310,7 +310,7 @@ def reproduce_corpus(
 
 
 def access_demonstration(spec: BundledCorpus, queries: pd.DataFrame, embedder, *, n_splits: int = 1000):
-    """The access-control table of :mod:`ragcal.access_study` for the FastAPI docs and the demonstration map."""
+    """The access-control table of :mod:`ragcal.study.access` for the FastAPI docs and the demonstration map."""
     from ..access import AccessPolicy
     from ..datasets import FASTAPI_ACCESS_MAP
 
