@@ -336,7 +336,11 @@ def heldout_outcomes(
         evaluation = ~calibration
         for rule in rules:
             threshold, fallback, _ = fit_rule(
-                rule, scores[calibration], answerable[calibration], higher_is_answerable=higher_is_answerable, delta=delta
+                rule,
+                scores[calibration],
+                answerable[calibration],
+                higher_is_answerable=higher_is_answerable,
+                delta=delta,
             )
             outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
             if math.isnan(threshold):  # no threshold, so no outcome either (rather than "refuses all")

@@ -109,7 +109,9 @@ BUNDLED = {
     "fastapi": BundledCorpus(
         "fastapi", "FastAPI docs", FASTAPI_CORPUS, FASTAPI_QUERIES, exclude=FASTAPI_EXCLUDE, published=True
     ),
-    "rust-book": BundledCorpus("rust-book", "Rust book", RUST_BOOK_CORPUS, RUST_BOOK_QUERIES, exclude=RUST_BOOK_EXCLUDE),
+    "rust-book": BundledCorpus(
+        "rust-book", "Rust book", RUST_BOOK_CORPUS, RUST_BOOK_QUERIES, exclude=RUST_BOOK_EXCLUDE
+    ),
 }
 
 

@@ -15,8 +15,8 @@ cached.) On the bundled model and corpus this is no slower than batches of 64.
 Every embedding is cached under a key made of the model fingerprint, the
 encoding scheme (:data:`ENCODING_SCHEME`) and the sha256 of the exact text.
 The cache is an SQLite file: each write is one transaction, so an interrupted
-run leaves either the old or the new entries, never half of one. Every entry also stores a checksum of its vector, and an
-entry whose checksum, length or norm is wrong is recomputed and replaced.
+run leaves either the old or the new entries, never half of one. Every entry
+also stores a checksum of its vector, and an entry whose checksum, length or norm is wrong is recomputed and replaced.
 """
 
 from __future__ import annotations

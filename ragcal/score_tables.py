@@ -265,9 +265,7 @@ def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **
         on to :func:`ragcal.retrieval.index.build_index`.
     """
     if scores_path is not None:
-        if not Path(scores_path).is_file():
-            raise ValueError(f"{scores_path}: score table not found")
-        return check_score_table(pd.read_csv(scores_path), source=str(scores_path))
+        return check_score_table(read_csv_table(scores_path), source=str(scores_path))
     if queries_path is None or corpus_dir is None:
         raise ValueError("load_score_table needs scores_path, or both queries_path and corpus_dir")
     from .scoring import score_query_file

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 from ._options import LazyHelp, add_signals_module, warn
@@ -161,4 +160,3 @@ def run_calibrate(args) -> None:
             print(f"(left out: {'refusal rates' if population == 'unanswerable' else 'answerable_kept'}, {reason})")
         for line in fallback_notes(result.heldout):
             print(line)
-    sys.stdout.flush()

@@ -171,7 +171,7 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
 
 
 def index_options(provenance: dict) -> dict:
-    """:func:`ragcal.retrieval.index.build_index` options that reproduce the gate's chunking, model and excluded pages."""
+    """`build_index` options that reproduce the gate's chunking, model and excluded pages."""
     options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
     if provenance.get("model"):
         options["model"] = provenance["model"]

@@ -129,31 +129,25 @@ def sweep(
     distinct = np.unique(scores)
     if every_score_limit is not None and distinct.size > every_score_limit:
         chosen = np.union1d(np.linspace(scores.min(), scores.max(), grid_points), extra)
-        outcomes = outcome_table(
-            table, signal, chosen, higher_is_answerable=higher_is_answerable, confidence=confidence
-        )
-        outcomes.insert(0, "source", np.where(np.isin(chosen, extra), "rule", "grid"))
-        outcomes.insert(0, "signal", signal)
-        outcomes.attrs["scheme"] = (
+        source = np.where(np.isin(chosen, extra), "rule", "grid")
+        scheme = (
             f"grid of {grid_points} + rule thresholds ({distinct.size} distinct scores > every_score_limit "
             f"{every_score_limit})"
         )
-        return outcomes
-    grid = np.linspace(scores.min(), scores.max(), 51) if grid is None else np.asarray(grid, dtype=float)
-    swept = np.union1d(grid, distinct)
-    source = np.where(np.isin(swept, grid), np.where(np.isin(swept, distinct), "grid+score", "grid"), "score")
-    outcomes = outcome_table(table, signal, swept, higher_is_answerable=higher_is_answerable, confidence=confidence)
+    else:
+        grid = np.linspace(scores.min(), scores.max(), 51) if grid is None else np.asarray(grid, dtype=float)
+        swept = np.union1d(grid, distinct)
+        chosen = np.union1d(swept, extra)  # a rule threshold the sweep already has keeps its grid / score label
+        source = np.select(
+            [~np.isin(chosen, swept), np.isin(chosen, grid) & np.isin(chosen, distinct), np.isin(chosen, grid)],
+            ["rule", "grid+score", "grid"],
+            "score",
+        )
+        scheme = "every distinct score"
+    outcomes = outcome_table(table, signal, chosen, higher_is_answerable=higher_is_answerable, confidence=confidence)
     outcomes.insert(0, "source", source)
     outcomes.insert(0, "signal", signal)
-    missing = np.setdiff1d(extra, swept)
-    if missing.size:
-        added = outcome_table(table, signal, missing, higher_is_answerable=higher_is_answerable, confidence=confidence)
-        added.insert(0, "source", "rule")
-        added.insert(0, "signal", signal)
-        outcomes = pd.concat([outcomes, added], ignore_index=True).sort_values(
-            "threshold", kind="stable", ignore_index=True
-        )
-    outcomes.attrs["scheme"] = "every distinct score"
+    outcomes.attrs["scheme"] = scheme
     return outcomes
 
 

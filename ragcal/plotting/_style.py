@@ -120,20 +120,14 @@ def _mark_thresholds(ax, thresholds: dict, *, orientation="vertical"):
     return lines
 
 
-def _panel_axes(ax, n_panels: int, *, owner: str):
-    """The axes of a display with several panels: ``ax`` (an Axes per panel), as a 1-D array."""
-    axes = np.atleast_1d(ax)
-    if axes.size < n_panels:
-        raise ValueError(f"{owner}.plot: {n_panels} panels need {n_panels} axes, got {axes.size}")
-    return axes.ravel()
-
-
 def _artists(drawn):
     """Every matplotlib artist in what a display drew (dicts, lists, containers, boxplot dicts)."""
     from matplotlib.artist import Artist
 
     if isinstance(drawn, Artist):
         yield drawn
+    elif isinstance(drawn, (str, bytes)):
+        return
     elif isinstance(drawn, dict):
         for value in drawn.values():
             yield from _artists(value)

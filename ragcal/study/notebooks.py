@@ -234,7 +234,7 @@ def notebook_score_table(scores_path=None, *, queries_path=None, corpus_dir=None
 
 
 def notebook_scored_index(*, queries_path=None, corpus_dir=None):
-    """``(table, index, retrieved)`` of :func:`ragcal.scoring.score_query_file` on a notebook's corpus and labeled set."""
+    """``(table, index, retrieved)`` of :func:`ragcal.scoring.score_query_file` on a notebook's corpus and queries."""
     from ..scoring import score_query_file
 
     queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
