@@ -18,6 +18,7 @@ from ..score_tables import check_score_table, slice_column, unanswerable_slices
 from ..signals import SIGNALS, get_signal
 from .chain import FallbackChain, Stage
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
+from .learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gate
 from .threshold import ThresholdGate, zero_means_no_match
 
 __all__ = [
@@ -285,8 +286,6 @@ def _fit_chain_kind(table, rule, *, delta, max_passages, use_reranker, **_):
 
 
 def _fit_learned_kind(table, rule, *, signals, hedge_rule, delta, max_passages, **_):
-    from .learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gate
-
     return fit_learned_gate(
         table,
         rule,
@@ -304,7 +303,7 @@ GATE_FITTERS = {
     "chain": (_fit_chain_kind, lambda options: list(DEFAULT_CHAIN_COLUMNS)),
     "learned": (
         _fit_learned_kind,
-        lambda options: list(options["signals"]) if options["signals"] is not None else None,
+        lambda options: list(DEFAULT_LEARNED_SIGNALS if options["signals"] is None else options["signals"]),
     ),
 }
 
@@ -333,8 +332,8 @@ def _gate_options(options: dict) -> dict:
     return {**defaults, **options}
 
 
-def gate_columns(kind: str, **options) -> list[str] | None:
-    """Score-table columns that :func:`fit_gate` of ``kind`` with these options reads (None: the learned default)."""
+def gate_columns(kind: str, **options) -> list[str]:
+    """Score-table columns that :func:`fit_gate` of ``kind`` with these options reads."""
     if kind not in GATE_FITTERS:
         raise ValueError(f"unknown gate kind {kind!r}; known kinds are {', '.join(gate_kinds())}")
     return GATE_FITTERS[kind][1](_gate_options(options))

@@ -555,3 +555,35 @@ def test_fit_gate_chain_with_too_few_unanswerable_questions_prints_inf(tmp_path,
     out = capsys.readouterr().out
     assert code == 0 and "stage hybrid (confident): dense_top1 >= inf" in out
     assert gate_from_dict(json.loads((tmp_path / "chain.json").read_text())["gate"]).stages[0].gate.threshold == math.inf
+
+
+def test_fit_gate_dispatches_to_each_kinds_fit_function():
+    import pandas as pd
+
+    from ragcal.datasets import DATA_DIR
+    from ragcal.gates import (
+        fit_default_chain,
+        fit_floor_gap,
+        fit_gate,
+        fit_learned_gate,
+        fit_threshold_gate,
+        gate_columns,
+        gate_kinds,
+    )
+
+    table = pd.read_csv(DATA_DIR.parent / "results" / "fastapi" / "scores.csv")
+    assert set(gate_kinds()) == {"threshold", "floor_gap", "chain", "learned"}
+    expected = {
+        "threshold": fit_threshold_gate(table, "dense_top1", "keep@0.95"),
+        "floor_gap": fit_floor_gap(table, rule="keep@0.95"),
+        "chain": fit_default_chain(table, rule="keep@0.95"),
+        "learned": fit_learned_gate(table, "keep@0.95"),
+    }
+    for kind, gate in expected.items():
+        assert fit_gate(table, kind, "keep@0.95").to_dict() == gate.to_dict(), kind
+        assert set(gate_columns(kind)) <= set(table.columns), kind
+    assert gate_columns("floor_gap", retriever="bm25_raw") == ["bm25_raw_top1", "bm25_raw_top2"]
+    with pytest.raises(ValueError, match="unknown gate kind 'nope'; known kinds are"):
+        fit_gate(table, "nope")
+    with pytest.raises(TypeError, match="unexpected option"):
+        fit_gate(table, "threshold", colour="red")
