@@ -35,7 +35,7 @@ import pandas as pd
 
 from .._io import atomic_write_text
 from ..calibration import fit_threshold, heldout_outcomes, published_split
-from ..chunk_sweep import DEFAULT_VARIANT, format_sweep, sweep_chunking
+from ..chunk_sweep import DEFAULT_VARIANT, MEASURE_LABELS, format_sweep, sweep_chunking
 from ..datasets import BUNDLED, BundledCorpus, bundled
 from ..embedding import Embedder
 from ..formatting import interval_cell
@@ -84,7 +84,8 @@ def chunking_paragraph(chunking: pd.DataFrame, *, default: str = DEFAULT_VARIANT
         return ""
     row = rows.loc[fixed]
     parts, wins, losses = [], 0, 0
-    for metric, label in (("recall@5", "Recall@5"), ("mrr@10", "MRR@10"), ("dense_top1_auc", "dense_top1 AUC")):
+    for metric in ("recall@5", "mrr@10", "dense_top1_auc"):
+        label = MEASURE_LABELS[metric]
         # The differences are fixed windows minus the default: heading-aware wins when the interval is below zero.
         wins += row[f"{metric}_diff_high"] < 0
         losses += row[f"{metric}_diff_low"] > 0
