@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import write
-from test_cli import QUERIES
+from labeled_queries import QUERIES
 
 from ragcal.chunk_sweep import CHUNKING_VARIANTS, MEASURES, parse_variants, sweep_chunking
 from ragcal.cli import main
