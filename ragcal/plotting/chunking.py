@@ -122,10 +122,15 @@ class ChunkingSweepDisplay:
 
         Parameters
         ----------
-        axes : array of matplotlib Axes, default=None
-            At least ``len(metrics)`` axes. None: a new figure.
+        ax : array of matplotlib Axes, default=None
+            At least ``len(metrics)`` axes. None: a new figure. ``axes=`` is
+            the older spelling and still accepted.
         ncols : int, default=None
             Panels per row for a new figure; None: 2 (a 2 x 2 grid for four metrics).
+        name : str, default=None
+            Title of the figure.
+        **kwargs
+            matplotlib properties set on every marker series.
         """
         import matplotlib.pyplot as plt
         from matplotlib.lines import Line2D

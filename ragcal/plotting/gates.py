@@ -49,6 +49,11 @@ class FloorGapDisplay:
         return cls(floors, gaps, panels, fitted)
 
     def plot(self, ax=None, *, axes=None, name=None, **kwargs) -> "FloorGapDisplay":
+        """Draw one panel per measure on ``ax`` (one Axes per panel; a new figure when None).
+
+        ``axes=`` is the older spelling of ``ax=``. ``name`` titles the figure;
+        ``kwargs`` are matplotlib properties set on every image (``cmap=``, ``alpha=``, ...).
+        """
         import matplotlib.pyplot as plt
 
         axes = ax if ax is not None else axes  # ``axes=`` is the older spelling of ``ax=``
@@ -129,6 +134,11 @@ class GateOutcomeDisplay:
         return cls(shares, gates, slices)
 
     def plot(self, ax=None, *, axes=None, name=None, **kwargs) -> "GateOutcomeDisplay":
+        """Draw one panel per slice on ``ax`` (one Axes per panel; a new figure when None).
+
+        ``axes=`` is the older spelling of ``ax=``. ``name`` titles the figure;
+        ``kwargs`` are matplotlib properties set on every bar.
+        """
         import matplotlib.pyplot as plt
 
         axes = ax if ax is not None else axes  # ``axes=`` is the older spelling of ``ax=``

@@ -384,3 +384,28 @@ def test_roc_display_draws_more_signals_than_the_palette_has_colours(table):
     display.plot(bands=False)
     assert len(display.lines_) == 15
     plt.close("all")
+
+
+def test_every_display_takes_ax_name_and_matplotlib_kwargs(table, chunking_tables):
+    """One plot contract, as scikit-learn's Displays: ``plot(ax=None, *, name=None, **kwargs)``."""
+    import inspect
+
+    from ragcal import plotting
+
+    for name in plotting.__all__:
+        display = getattr(plotting, name)
+        if name.endswith("Display"):
+            parameters = inspect.signature(display.plot).parameters
+            assert list(parameters)[1] == "ax", name
+            assert "name" in parameters and any(p.kind is p.VAR_KEYWORD for p in parameters.values()), name
+    roc = RocDisplay.from_score_table(table, ["dense_top1", "other"], n_resamples=50, n_band_resamples=20)
+    figure, ax = plt.subplots()
+    roc.plot(ax=ax, name="two signals", linewidth=3.5, alpha=0.6)
+    assert ax.get_title(loc="left") == "two signals"
+    assert {line.get_linewidth() for line in roc.lines_.values()} == {3.5}
+    assert {line.get_alpha() for line in roc.lines_.values()} == {0.6}
+    sweep_display = ChunkingSweepDisplay.from_chunking_tables(chunking_tables)
+    figure, axes = plt.subplots(1, 4)
+    sweep_display.plot(ax=axes, name="chunkings", alpha=0.5)  # ax= and the older axes= draw the same panels
+    assert list(sweep_display.axes_) == list(axes) and figure._suptitle.get_text() == "chunkings"
+    assert {markers.get_alpha() for markers in sweep_display.markers_.values()} == {0.5}
