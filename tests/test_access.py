@@ -14,9 +14,11 @@ from hypothesis import strategies as st
 
 from ragcal.access import AccessMapError, AccessPolicy, AccessWarning, load_access_map, parse_levels
 from ragcal.embedding import ModelSpec
-from ragcal.gates import FallbackChain, FloorGapGate, Stage, ThresholdGate
+from ragcal.gates import FallbackChain, FloorGapGate, LearnedGate, Stage, ThresholdGate, ask, load_gate, save_gate
+from ragcal.gates.learned import LinearScore
 from ragcal.gates.refusal import CorpusDescription
 from ragcal.retrieval import BM25Retriever
+from ragcal.retrieval.fusion import reciprocal_rank_fusion
 from ragcal.retrieval.index import build_index
 from ragcal.runs import format_trec_run
 from ragcal.scoring import score_table
@@ -96,8 +98,8 @@ def leaks(text: str, hidden_pages) -> list[str]:
     return found
 
 
-def gates_for(index):
-    description = CorpusDescription.from_index(index)
+def gates_for(index, bound_to):
+    """A gate of every kind that reads ``index``'s views, each bound to ``bound_to`` (often a larger view)."""
     stages = [Stage("hybrid", ThresholdGate("dense_top1", 0.6, passages_from="rrf"))]
     if index.reranker is not None:
         stages.insert(0, Stage("rerank", ThresholdGate("rerank_top1", 0.99)))
@@ -105,8 +107,14 @@ def gates_for(index):
         Stage("keyword", ThresholdGate("bm25_top1_stopwords", 1.0)),
         Stage("broad", ThresholdGate("dense_top1", 0.2), tier="partial"),
     ]
-    gates = [ThresholdGate("dense_top1", 0.5), FloorGapGate(0.3, 0.05), FallbackChain(tuple(stages))]
-    return [gate.bind(description) for gate in gates]
+    learned = LearnedGate(LinearScore(("dense_top1", "bm25_top1_stopwords"), (0.5, 1.0), (0.2, 1.0), (3.0, 1.0), 0.0), 0.7)
+    gates = [
+        ThresholdGate("dense_top1", 0.5, hedge_below=0.7),
+        FloorGapGate(0.3, 0.05),
+        FallbackChain(tuple(stages)),
+        learned,
+    ]
+    return [gate.bind(bound_to) for gate in gates]
 
 
 # Derandomized so that CI is reproducible; run with --hypothesis-seed=N (and without derandomize) to explore more.
@@ -154,11 +162,32 @@ def test_no_disallowed_chunk_reaches_any_output(pages, allowed, queries, front_m
         table = score_table(frame, retrieved)
         outputs = [table.to_csv(index=False), json.dumps(view.config)]
         outputs += [format_trec_run(frame["id"], results) for results in retrieved.values()]
-        for gate in gates_for(view):
-            outputs.append(gate.decide_table(table).to_csv(index=False))
-            for position, text in enumerate(texts):
-                decision = gate.decide({name: lists[position] for name, lists in retrieved.items()}, query=text)
-                outputs.append(json.dumps(decision.to_dict()))
+        # Every public decision path, with gates bound to the full index (the reported leak) and to the view.
+        by_hand = {name: retriever.search(texts) for name, retriever in view.bm25.items()}
+        by_hand["dense"] = view.dense.search(texts)
+        by_hand["rrf"] = [
+            reciprocal_rank_fusion([by_hand[name][position] for name in view.fuse]) for position in range(len(texts))
+        ]
+        messages = []
+        for bound_to in (index.description, view.description):
+            for number, gate in enumerate(gates_for(view, bound_to)):
+                outputs.append(gate.decide_table(table).to_csv(index=False))
+                path = save_gate(Path(folder) / f"gate{number}.json", gate, provenance=index.config)
+                loaded = load_gate(path, index=index)  # bound to the full index, as the README shows
+                for decider in (gate, loaded):
+                    for position, text in enumerate(texts):
+                        decision = decider.decide({name: lists[position] for name, lists in retrieved.items()}, query=text)
+                        outputs.append(json.dumps(decision.to_dict()))
+                        messages.append(decision.message or "")
+                        if "rerank" not in decider.retrievers:
+                            assembled = {name: lists[position] for name, lists in by_hand.items()}
+                            outputs.append(json.dumps(decider.decide(assembled, query=text).to_dict()))
+                decisions, asked = ask(loaded, index, texts, allowed_levels=allowed)
+                outputs += [asked.to_csv(index=False), *(json.dumps(decision.to_dict()) for decision in decisions)]
+                messages += [decision.message or "" for decision in decisions]
+        # Counts describe the view too: "N passages from M pages" is never the full index's.
+        described = f"({len(view.chunks):,} passages from {len(visible_pages):,} pages)"
+        assert all(described in message for message in messages if "passages from" in message)
         # The question itself may name a secret word (the caller typed it); everything else must not.
         for text in sorted(texts, key=len, reverse=True):  # longest first: one question may contain another
             outputs = [output.replace(text, "").replace(json.dumps(text)[1:-1], "") for output in outputs]

@@ -13,15 +13,14 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
     Parameters
     ----------
     gate : Gate
-        Ideally bound to the index (:func:`ragcal.gates.load_gate` with
-        ``index=``), so that refusals name its pages.
+        Rebound to the view that is searched, so that refusals and hedges
+        name only its pages, whatever the gate was bound to.
     index : RetrievalIndex
     questions : sequence of str
     ids : sequence of str, default=None
     allowed_levels : str or sequence of str, default=None
         Decide as a caller who may see only these access levels: retrieval
-        runs on ``index.restrict(allowed_levels)`` and the gate is bound to
-        that view, so that refusals name only pages the caller may see.
+        runs on ``index.restrict(allowed_levels)``.
 
     Returns
     -------
@@ -31,10 +30,8 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
         ``passages`` as ``chunk_id (score)`` text, for display.
     """
     if allowed_levels is not None:
-        from .refusal import CorpusDescription
-
         index = index.restrict(allowed_levels)
-        gate = gate.bind(CorpusDescription.from_index(index))
+    gate = gate.bind(index.description)  # whatever it was bound to: messages describe what is searched
     questions = [str(question) for question in questions]
     retrieved = index.retrieve(questions)
     decisions = [

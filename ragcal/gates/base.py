@@ -123,7 +123,11 @@ class Gate(ABC):
 
     ``refusals`` is an optional :class:`ragcal.gates.CorpusDescription` that
     words refusals and hedges with the corpus's page titles and terms; it is
-    not part of the gate's saved form (bind it with :meth:`bind`).
+    not part of the gate's saved form (bind it with :meth:`bind`). Results
+    from :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` carry the
+    description of the view that was searched, and messages always use that
+    one: a gate bound to the full index that decides on a restricted view
+    names only what that view holds (:func:`ragcal.retrieval.views.searched_corpus`).
     """
 
     type: ClassVar[str] = ""
@@ -172,6 +176,12 @@ class Gate(ABC):
                 f"the table has {', '.join(map(str, table.columns))}"
             )
 
+    def _described(self, results):
+        """The description of the view ``results`` came from (never a larger one): see :func:`searched_corpus`."""
+        from ..retrieval.views import searched_corpus
+
+        return searched_corpus(results, self.refusals)
+
     def _refuse(self, results, query, reasons, score, stage=None) -> Decision:
         from .refusal import refusal_message
 
@@ -181,7 +191,8 @@ class Gate(ABC):
     def _answer(self, action, results, query, passages, reasons, score, stage=None) -> Decision:
         from .refusal import hedge_message
 
-        message = hedge_message(passages, query=query, corpus=self.refusals) if action == "hedge" else None
+        corpus = self._described(results)
+        message = hedge_message(passages, query=query, corpus=corpus) if action == "hedge" else None
         return Decision(action, score, tuple(passages), stage, tuple(reasons), message)
 
 

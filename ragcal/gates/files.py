@@ -16,7 +16,6 @@ from pathlib import Path
 
 from .._io import atomic_write_text
 from .base import Gate, gate_from_dict
-from .refusal import CorpusDescription
 
 __all__ = [
     "GATE_FORMAT",
@@ -215,4 +214,4 @@ def load_gate(path, *, index=None) -> Gate:
             f"{path}: the gate reads retriever view(s) {missing}, which this index does not offer "
             f"({', '.join(index.retriever_names)})"
         )
-    return gate.bind(CorpusDescription.from_index(index))
+    return gate.bind(index.description)

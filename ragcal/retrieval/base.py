@@ -31,12 +31,23 @@ class RetrievalResult:
         the retriever object that produced this result, so they only ever
         describe the chunks that retriever holds. Empty for results from other
         sources; signals that read it return NaN then.
+    view : str, default=None
+        :func:`ragcal.retrieval.views.view_key` of the chunks the producing
+        retriever holds: which corpus view was searched. None for results
+        built by hand.
+    corpus : CorpusDescription, default=None
+        What a refusal or hedge may say about that view; attached by
+        :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve`. Gates word
+        their messages with it rather than with the description they were
+        bound to (see :func:`ragcal.retrieval.views.searched_corpus`).
     """
 
     retriever: str
     chunk_ids: tuple[str, ...]
     scores: np.ndarray = field(repr=False)
     info: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    view: str | None = field(default=None, repr=False, compare=False)
+    corpus: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
@@ -48,6 +59,12 @@ class RetrievalResult:
         object.__setattr__(self, "chunk_ids", tuple(self.chunk_ids))
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "info", {str(key): float(value) for key, value in dict(self.info).items()})
+
+    def with_view(self, *, view=None, corpus=None) -> "RetrievalResult":
+        """A copy stamped with a view key and, optionally, the view's description."""
+        from dataclasses import replace
+
+        return replace(self, view=view if view is not None else self.view, corpus=corpus)
 
     def __len__(self) -> int:
         return len(self.chunk_ids)

@@ -26,6 +26,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from .base import RetrievalResult
 from .bm25_sparse import SparseBM25
+from .views import view_key
 
 __all__ = ["BM25Retriever", "tokenize", "TOKENIZERS", "BM25_BACKENDS"]
 
@@ -78,6 +79,7 @@ class BM25Retriever:
         self.variant = variant
         self.name = name or f"bm25_{variant}"
         self.backend = backend
+        self.view = view_key(self.chunk_ids)  # stamped on every result: which chunks were searched
         corpus_tokens = [tokenize(text, variant=variant) for text in texts]
         # rank-bm25 divides by the average document length; keep it positive.
         padded = [tokens or [""] for tokens in corpus_tokens]
@@ -109,18 +111,20 @@ class BM25Retriever:
         else:
             tokens = [token for token in tokenize(query, variant=self.variant) if token in self._postings]
             if not tokens:
-                return RetrievalResult(self.name, (), np.empty(0))
+                return RetrievalResult(self.name, (), np.empty(0), view=self.view)
             matched = np.unique(np.concatenate([self._postings[token] for token in tokens]))
             scores = np.asarray(self.bm25.get_batch_scores(tokens, matched.tolist()), dtype=np.float64)
         if matched.size == 0:
-            return RetrievalResult(self.name, (), np.empty(0))
+            return RetrievalResult(self.name, (), np.empty(0), view=self.view)
         if 0 < k < matched.size:
             # Keep every score tied with the k-th best, so the stable sort below breaks ties as on the full list.
             kth_best = np.partition(scores, matched.size - k)[matched.size - k]
             candidates = np.flatnonzero(scores >= kth_best)
             matched, scores = matched[candidates], scores[candidates]
         order = np.argsort(-scores, kind="stable")[:k]  # ties keep corpus order
-        return RetrievalResult(self.name, tuple(self.chunk_ids[matched[i]] for i in order), scores[order])
+        return RetrievalResult(
+            self.name, tuple(self.chunk_ids[matched[i]] for i in order), scores[order], view=self.view
+        )
 
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:
         """Top ``k`` matched chunks per query; empty when nothing matched."""

@@ -6,6 +6,7 @@ import numpy as np
 
 from .ann import DenseIndexSpec, build_faiss_index, configure_search, index_config
 from .base import RetrievalResult
+from .views import view_key
 
 __all__ = ["DenseRetriever"]
 
@@ -39,6 +40,7 @@ class DenseRetriever:
         self.name = name
         self.index_spec = index if isinstance(index, DenseIndexSpec) else DenseIndexSpec(kind=index)
         self.index = build_faiss_index(embeddings, self.index_spec)
+        self.view = view_key(self.chunk_ids)  # stamped on every result: which chunks were searched
 
     @property
     def index_config(self) -> dict:
@@ -68,7 +70,7 @@ class DenseRetriever:
         query_vectors = np.ascontiguousarray(np.atleast_2d(query_vectors), dtype=np.float32)
         k = min(k, len(self.chunk_ids))
         if k == 0 or query_vectors.shape[0] == 0:
-            return [RetrievalResult(self.name, (), np.empty(0)) for _ in range(query_vectors.shape[0])]
+            return [RetrievalResult(self.name, (), np.empty(0), view=self.view) for _ in range(query_vectors.shape[0])]
         configure_search(self.index, self.index_spec, k)
         scores, indices = self.index.search(query_vectors, k)
         results = []
@@ -79,6 +81,7 @@ class DenseRetriever:
                     self.name,
                     tuple(self.chunk_ids[i] for i in row_indices[keep]),
                     row_scores[keep],
+                    view=self.view,
                 )
             )
         return results

@@ -43,6 +43,7 @@ def reciprocal_rank_fusion(
             raise ValueError(
                 f"The '{parameter}' parameter of reciprocal_rank_fusion must be a positive int. Got {value!r} instead."
             )
+    results = list(results)
     fused: dict[str, float] = defaultdict(float)
     best_rank: dict[str, int] = {}
     for result in results:
@@ -50,4 +51,6 @@ def reciprocal_rank_fusion(
             fused[chunk_id] += 1.0 / (k + rank)
             best_rank[chunk_id] = min(rank, best_rank.get(chunk_id, rank))
     ordered = sorted(fused, key=lambda chunk_id: (-fused[chunk_id], best_rank[chunk_id], chunk_id))[:top]
-    return RetrievalResult(name, tuple(ordered), np.array([fused[chunk_id] for chunk_id in ordered]))
+    views = {result.view for result in results}
+    view = views.pop() if len(views) == 1 else None  # lists from different views fuse into an unstamped list
+    return RetrievalResult(name, tuple(ordered), np.array([fused[chunk_id] for chunk_id in ordered]), view=view)

@@ -62,6 +62,7 @@ class RetrievalIndex:
     levels: list | None = None
     reranker: object = None
     _views: dict = field(default_factory=dict, repr=False, compare=False)
+    _description: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.levels is None:
@@ -81,6 +82,19 @@ class RetrievalIndex:
         """
         visible = {chunk.doc_path for chunk in self.chunks}
         return [row.id for row in queries.itertuples() if row.answerable and not set(row.gold) & visible]
+
+    @property
+    def description(self):
+        """:class:`~ragcal.retrieval.views.CorpusDescription` of this index (or view), built once.
+
+        :meth:`retrieve` attaches it to every result, so that a refusal or
+        hedge can only describe the view that was searched.
+        """
+        if self._description is None:
+            from .views import CorpusDescription
+
+            self._description = CorpusDescription.from_index(self)
+        return self._description
 
     @property
     def retriever_names(self) -> tuple[str, ...]:
@@ -200,7 +214,11 @@ class RetrievalIndex:
         if self.reranker is not None:
             texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
             retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
-        return retrieved
+        description = self.description
+        return {
+            name: [result.with_view(view=description.view, corpus=description) for result in results]
+            for name, results in retrieved.items()
+        }
 
 
 def chunk_corpus(

@@ -257,11 +257,11 @@ class CrossEncoderReranker:
         pairs = [(query, texts[chunk_id]) for query, ids in zip(queries, lists) for chunk_id in ids]
         scores = self.score_pairs(pairs)
         results, start = [], 0
-        for ids in lists:
+        for ids, candidate in zip(lists, candidates):
             row = scores[start : start + len(ids)]
             start += len(ids)
             order = np.argsort(-row, kind="stable")
-            results.append(RetrievalResult(self.name, tuple(ids[i] for i in order), row[order]))
+            results.append(RetrievalResult(self.name, tuple(ids[i] for i in order), row[order], view=candidate.view))
         return results
 
     def to_dict(self) -> dict:

@@ -1,0 +1,189 @@
+"""Which corpus view a result came from, and what a message about that view may say.
+
+Access control gives every caller a *view* of a corpus: the chunks at the
+levels it may see (:meth:`ragcal.retrieval.index.RetrievalIndex.restrict`).
+A decision's wording (counts, topics, headings, owners, terms) must describe
+the view that was searched, never a larger one. So every retriever stamps its
+results with :func:`view_key` of the chunks it holds, and
+:meth:`~ragcal.retrieval.index.RetrievalIndex.retrieve` also attaches the
+view's :class:`CorpusDescription`. :func:`searched_corpus` picks the
+description a decision may use; gates call it for every refusal and hedge, so
+a gate bound to another view is rebound to the searched one (or words its
+message from the results alone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["view_key", "CorpusDescription", "searched_corpus", "ViewMismatchError"]
+
+_N_TERMS = 3
+
+
+def view_key(chunk_ids) -> str:
+    """A short digest of a set of chunk ids: equal keys, same view."""
+    digest = hashlib.sha256("\n".join(sorted(map(str, chunk_ids))).encode("utf-8"))
+    return digest.hexdigest()[:20]
+
+
+class ViewMismatchError(ValueError):
+    """Results of one query come from different corpus views (e.g. one retriever restricted, another not)."""
+
+
+def _corpus_label(corpus_dir) -> str:
+    path = Path(str(corpus_dir))
+    # The bundled layouts keep the pages in docs/ or src/ below a folder named after the project.
+    name = path.parent.name if path.name in ("docs", "src") and path.parent.name else path.name
+    return f"the {name} documentation" if name else "the documentation"
+
+
+@dataclass(frozen=True)
+class CorpusDescription:
+    """What a refusal may say about the corpus that was searched.
+
+    Build it with :meth:`from_index`; bind it to a gate with ``gate.bind(description)``.
+
+    Attributes
+    ----------
+    name : str
+        How the corpus is named to the user, e.g. ``"the fastapi documentation"``.
+    n_passages, n_pages : int
+    headings : dict of str to tuple of str
+        Heading path of every chunk id.
+    owners : dict of str to str
+        Page path -> ``owner`` from its front matter, for pages that have one.
+    texts : dict of str to str
+        Indexed text of every chunk id (for rephrasing terms).
+    idf : dict of str to float
+        Inverse document frequency of each token (BM25 without stop words).
+    topics : tuple of str
+        Top-level section titles, those with the most pages first.
+    view : str
+        :func:`view_key` of the described chunks (computed when empty).
+    """
+
+    name: str
+    n_passages: int
+    n_pages: int
+    headings: dict = field(repr=False)
+    owners: dict = field(repr=False)
+    texts: dict = field(repr=False)
+    idf: dict = field(repr=False)
+    topics: tuple = ()
+    view: str = ""
+
+    def __post_init__(self):
+        if not self.view:
+            object.__setattr__(self, "view", view_key(self.headings))
+
+    @classmethod
+    def from_index(cls, index, *, name: str | None = None) -> "CorpusDescription":
+        """Describe a :class:`ragcal.retrieval.index.RetrievalIndex`."""
+        chunks = index.chunks
+        bm25 = index.bm25.get("bm25_stopwords") or next(iter(index.bm25.values()))
+        pages_per_topic = Counter(
+            dict.fromkeys((chunk.heading_path[0], chunk.doc_path) for chunk in chunks if chunk.heading_path)
+        )
+        topic_pages = Counter(topic for topic, _ in pages_per_topic)
+        topics = tuple(sorted(topic_pages, key=lambda topic: -topic_pages[topic]))  # stable: corpus order on ties
+        return cls(
+            name=name or _corpus_label(index.config.get("corpus", "")),
+            n_passages=len(chunks),
+            n_pages=len({chunk.doc_path for chunk in chunks}),
+            headings={chunk.chunk_id: tuple(chunk.heading_path) for chunk in chunks},
+            owners={chunk.doc_path: str(chunk.metadata["owner"]) for chunk in chunks if chunk.metadata.get("owner")},
+            texts={chunk.chunk_id: chunk.text for chunk in chunks},
+            idf=dict(bm25.bm25.idf),
+            topics=topics,
+        )
+
+    def heading(self, chunk_id: str) -> str:
+        from ..chunking import HEADING_SEPARATOR
+
+        return HEADING_SEPARATOR.join(self.headings.get(chunk_id, ())) or chunk_id
+
+    def shares_words(self, chunk_ids, query: str | None) -> bool:
+        """True when the query and these chunks have a word in common (stop words aside)."""
+        from .bm25 import tokenize
+
+        asked = set(tokenize(query or "", variant="stopwords"))
+        return any(asked & set(tokenize(self.texts.get(chunk_id, ""), variant="stopwords")) for chunk_id in chunk_ids)
+
+    def rephrasing_terms(self, chunk_ids, query: str | None, *, n: int = _N_TERMS, min_passages: int = 3) -> list[str]:
+        """The ``n`` words of these chunks with the highest tf-idf that the query does not use.
+
+        Only the corpus's vocabulary qualifies: words found in at least
+        ``min_passages`` passages (no names or typos) and in at most a tenth
+        of them (no filler). Corpora of fewer than 30 passages are too small
+        for either filter.
+        """
+        from .bm25 import tokenize
+
+        total = self.n_passages
+        rarest, commonest = math.inf, -math.inf
+        if total >= 30:  # BM25's idf falls as a word's passage count rises
+            rarest = math.log((total - min_passages + 0.5) / (min_passages + 0.5))
+            commonest = math.log((total - total / 10 + 0.5) / (total / 10 + 0.5))
+        asked = set(tokenize(query or "", variant="stopwords"))
+        counts = Counter(
+            token
+            for chunk_id in chunk_ids
+            for token in tokenize(self.texts.get(chunk_id, ""), variant="stopwords")
+            if len(token) > 2
+            and not token.isdigit()
+            and token not in asked
+            and token in self.idf
+            and commonest <= self.idf[token] <= rarest
+        )
+        weighted = sorted(counts, key=lambda token: (-counts[token] * self.idf[token], token))
+        return weighted[:n]
+
+
+def searched_corpus(results, bound=None):
+    """The :class:`CorpusDescription` a decision on ``results`` may word its message with.
+
+    Parameters
+    ----------
+    results : mapping of str to RetrievalResult
+        One query's results, as a gate's ``decide`` receives them.
+    bound : CorpusDescription, default=None
+        The description the gate was bound to.
+
+    Returns
+    -------
+    CorpusDescription or None
+        - the description the results carry (they came from
+          :meth:`RetrievalIndex.retrieve`): always the searched view, whatever
+          the gate was bound to;
+        - else ``bound``, if it describes the view the results are stamped with;
+        - else, for results built by hand (no stamp), ``bound`` if it holds
+          every chunk they name;
+        - else None: the message names only what was retrieved.
+
+    Raises
+    ------
+    ViewMismatchError
+        If the results come from different views.
+    """
+    listed = [result for result in results.values()]
+    views = {result.view for result in listed if result.view}
+    if len(views) > 1:
+        names = ", ".join(f"{result.retriever}={result.view}" for result in listed if result.view)
+        raise ViewMismatchError(
+            f"one query's results come from {len(views)} corpus views ({names}); retrieve every view the gate reads "
+            "from the same index or access view"
+        )
+    carried = [result.corpus for result in listed if result.corpus is not None]
+    if carried:
+        return carried[0]
+    if bound is None:
+        return None
+    if views:
+        return bound if views == {bound.view} else None
+    named = {chunk_id for result in listed for chunk_id in result.chunk_ids}
+    return bound if named <= bound.headings.keys() else None
