@@ -120,6 +120,89 @@ def test_gates_and_signals_run_unchanged_through_the_protocol(pg, corpus):
         assert decision.action == decided["action"].iloc[position]
 
 
+# --------------------------------------------------------------------------- access levels inside the engine
+
+#: 5% of the rows are public; the rest internal or restricted.
+def levels_of(n):
+    return ["public" if i % 20 == 0 else ("internal" if i % 2 else "restricted") for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def leveled(database_url, corpus):
+    with PgvectorRetriever(database_url, table="leveled_chunks") as retriever:
+        retriever.load(corpus.chunk_ids, corpus.embeddings, levels=levels_of(len(corpus.chunk_ids)))
+        yield retriever
+
+
+def ragcal_view(corpus, allowed):
+    """ragcal's own view of the same levels: an exact faiss index over the allowed rows only."""
+    keep = [i for i, level in enumerate(levels_of(len(corpus.chunk_ids))) if level in allowed]
+    return DenseRetriever(corpus.chunk_ids, corpus.embeddings).subset(keep), {corpus.chunk_ids[i] for i in keep}
+
+
+@pytest.mark.parametrize("allowed", [("public",), ("internal",), ("public", "restricted")])
+def test_a_level_filter_returns_k_allowed_chunks_with_ragcals_scores(leveled, corpus, allowed):
+    view, visible = ragcal_view(corpus, allowed)
+    ours = view.search_vectors(corpus.queries, k=10)
+    theirs = leveled.search_vectors(corpus.queries, k=10, allowed_levels=allowed)
+    embeddings = dict(zip(corpus.chunk_ids, corpus.embeddings.astype(np.float64)))
+    for query, mine, found in zip(corpus.queries, ours, theirs):
+        assert set(found.chunk_ids) <= visible  # zero hidden chunk ids
+        assert len(found) == 10  # k results even when the filter keeps 5% of the rows
+        assert found.view == view.view  # stamped as ragcal's view of those levels
+        cosines = [embeddings[chunk_id] @ query for chunk_id in found.chunk_ids]
+        np.testing.assert_allclose(found.scores, cosines, atol=1e-5)
+        if not leveled.iterative_scan:  # exact under a filter: ragcal's view, list for list
+            np.testing.assert_allclose(found.scores, mine.scores, atol=1e-5)
+    if leveled.iterative_scan:  # approximate, like unfiltered HNSW
+        assert np.nanmean(topk_overlap(ours, theirs, k=10)) >= 0.9
+
+
+def test_without_the_filter_an_hnsw_scan_would_come_back_short(leveled, corpus):
+    """Why the filter needs care: post-filtering ef_search=100 HNSW candidates keeps about 5% of them."""
+    before = leveled.exact_fallbacks
+    with leveled._connection.transaction(), leveled._connection.cursor() as cursor:
+        leveled._set_search_options(cursor, 10)  # plain HNSW, no iterative scan
+        cursor.execute("SET LOCAL hnsw.ef_search = 100")
+        counts = []
+        for query in corpus.queries[:20]:
+            cursor.execute(
+                "SELECT chunk_id FROM leveled_chunks WHERE level = 'public' "
+                "ORDER BY embedding <=> %s::vector LIMIT 10",
+                ("[" + ",".join(map(repr, query.tolist())) + "]",),
+            )
+            counts.append(len(cursor.fetchall()))
+    assert np.mean(counts) < 10
+    assert leveled.exact_fallbacks == before
+
+
+def test_the_filter_sits_inside_the_engine_and_provenance_says_how(leveled, corpus):
+    plan = leveled.explain(corpus.queries[0], allowed_levels="public")
+    assert "Filter: (level = ANY ('{public}'::text[]))" in plan, plan  # in the scan, below the ranking's Limit
+    assert ("leveled_chunks_hnsw" in plan) == leveled.iterative_scan, plan  # else exact: a scan of the allowed rows
+    assert "leveled_chunks_hnsw" in leveled.explain(corpus.queries[0])  # unfiltered searches still use HNSW
+    recorded = leveled.index_config["filtered_search"]
+    assert ("iterative_scan" in recorded) == leveled.iterative_scan
+    assert "exact" in recorded
+    assert leveled.index_config["pgvector_version"] == ".".join(map(str, leveled.pgvector_version))
+
+
+def test_unfiltered_search_of_a_leveled_table_sees_every_level(leveled, corpus):
+    found = leveled.search_vectors(corpus.embeddings[:2], k=3)
+    assert [result.chunk_ids[0] for result in found] == corpus.chunk_ids[:2]
+
+
+def test_a_table_without_levels_cannot_be_filtered(pg, corpus, database_url):
+    with PgvectorRetriever(database_url, table="legacy_chunks") as legacy:
+        legacy._connection.execute(
+            "CREATE TABLE legacy_chunks (position integer PRIMARY KEY, chunk_id text NOT NULL, embedding vector(48))"
+        )
+        with pytest.raises(ValueError, match="'legacy_chunks' has no 'level' column.*levels="):
+            legacy.search_vectors(corpus.queries[:1], k=3, allowed_levels="public")
+    with pytest.raises(ValueError, match="letters, digits"):
+        pg.load(corpus.chunk_ids[:2], corpus.embeddings[:2], levels=["public", "top secret"], replace=False)
+
+
 def test_bad_table_name_is_refused_before_connecting():
     with pytest.raises(ValueError, match="'table' parameter of PgvectorRetriever must be a plain SQL identifier"):
         PgvectorRetriever("postgresql://nowhere", table="chunks; DROP TABLE x")
