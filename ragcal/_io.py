@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_text", "check_csv_delimiter", "delimiter_problem", "sha256_file"]
+__all__ = ["atomic_write_text", "atomic_write_bytes", "check_csv_delimiter", "delimiter_problem", "sha256_file"]
 
 _OTHER_DELIMITERS = ((";", "semicolon"), ("\t", "tab"))
 
@@ -68,14 +68,21 @@ def atomic_write_text(path, text: str) -> Path:
     of an ordinary new file, ``0666 & ~umask`` (``-rw-r--r--`` under the usual
     umask 022), not the owner-only mode of the temporary file.
     """
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path, data: bytes) -> Path:
+    """:func:`atomic_write_text` for bytes (figures, Parquet): temporary file, fsync, rename in the same folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if hasattr(os, "fchmod"):  # POSIX; mkstemp's 0600 is not an issue elsewhere
             os.fchmod(handle, 0o666 & ~_current_umask())
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -127,23 +127,65 @@ def _vector_checksum(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+#: Seconds a cache connection waits for another process's write before giving up (SQLite's busy timeout).
+CACHE_BUSY_TIMEOUT = 120.0
+#: Vectors committed per transaction while encoding: a killed run keeps what it committed, and only that.
+CACHE_COMMIT_EVERY = 32
+
+
+def _is_corruption(error: sqlite3.DatabaseError) -> bool:
+    """True for a damaged or foreign file; False for contention ("database is locked"), which is no damage."""
+    text = str(error).lower()
+    return not isinstance(error, sqlite3.OperationalError) or any(
+        word in text for word in ("not a database", "malformed", "corrupt", "disk image")
+    )
+
+
 def open_cache_db(path: Path, schema: str, *, what: str) -> sqlite3.Connection:
-    """Open (creating folder and table) an SQLite cache; an unreadable file is moved aside with a CacheWarning."""
+    """Open (creating folder and table) an SQLite cache; an unreadable file is moved aside with a CacheWarning.
+
+    The cache is in WAL mode, so that readers never block a writer, and each
+    connection waits up to :data:`CACHE_BUSY_TIMEOUT` seconds for another
+    process's transaction: several ragcal processes can share one cache. A
+    locked database is contention, not damage, and is never moved aside.
+    """
 
     def connect() -> sqlite3.Connection:
-        connection = sqlite3.connect(path)
-        connection.execute(schema)
-        connection.execute("PRAGMA quick_check").fetchone()
+        connection = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(schema)
+            connection.execute("PRAGMA quick_check").fetchone()
+        except BaseException:
+            connection.close()
+            raise
         return connection
 
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         return connect()
     except sqlite3.DatabaseError as error:
+        if not _is_corruption(error):
+            raise
         aside = path.with_suffix(path.suffix + ".corrupt")
         warnings.warn(f"{path}: unreadable {what} ({error}); moved to {aside}", CacheWarning, stacklevel=3)
         os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):  # the journal of the damaged file belongs to it
+            journal = path.with_name(path.name + suffix)
+            if journal.exists():
+                os.replace(journal, aside.with_name(aside.name + suffix))
         return connect()
+
+
+def _valid_vector(blob: bytes, row_dim: int, checksum: str, dim: int | None) -> bool:
+    vector = np.frombuffer(blob, dtype=np.float32) if len(blob) % 4 == 0 else np.empty(0, np.float32)
+    return (
+        (dim is None or row_dim == dim)
+        and vector.size == row_dim
+        and _vector_checksum(blob) == checksum
+        and bool(np.isfinite(vector).all())
+        and abs(float(vector @ vector) - 1.0) <= 1e-3
+    )
 
 
 class EmbeddingCache:
@@ -191,17 +233,10 @@ class EmbeddingCache:
                 [model, *batch],
             ).fetchall()
             for key, row_dim, blob, checksum in rows:
-                vector = np.frombuffer(blob, dtype=np.float32) if len(blob) % 4 == 0 else np.empty(0, np.float32)
-                if (
-                    row_dim != dim
-                    or vector.size != dim
-                    or _vector_checksum(blob) != checksum
-                    or not np.isfinite(vector).all()
-                    or abs(float(vector @ vector) - 1.0) > 1e-3
-                ):
+                if not _valid_vector(blob, row_dim, checksum, dim):
                     bad += 1
                     continue
-                found[key] = vector
+                found[key] = np.frombuffer(blob, dtype=np.float32)
         if bad:
             warnings.warn(
                 f"{self.path}: {bad} corrupt embedding cache entries will be recomputed", CacheWarning, stacklevel=2
@@ -209,7 +244,11 @@ class EmbeddingCache:
         return {position: found[key] for position, key in enumerate(keys) if key in found}
 
     def put(self, model: str, texts: list[str], vectors: np.ndarray) -> None:
-        """Store vectors in one transaction (all or nothing)."""
+        """Store vectors in one transaction (all or nothing).
+
+        Another process may store the same text at the same time: the vector
+        depends on the model and the text only, so either copy is the same.
+        """
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows = []
         for text, vector in zip(texts, vectors):
@@ -217,6 +256,22 @@ class EmbeddingCache:
             rows.append((model, _text_key(text), vector.size, blob, _vector_checksum(blob)))
         with self._connection:
             self._connection.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?, ?)", rows)
+
+    def verify(self) -> dict:
+        """Check the whole cache: SQLite's ``integrity_check`` and every entry's checksum, length and norm.
+
+        Returns
+        -------
+        dict
+            ``{"integrity": "ok" or SQLite's complaint, "entries": n, "bad_entries": n}``;
+            :meth:`get` never returns a bad entry, it recomputes it.
+        """
+        integrity = "; ".join(row[0] for row in self._connection.execute("PRAGMA integrity_check").fetchall())
+        entries = bad = 0
+        for row_dim, blob, checksum in self._connection.execute("SELECT dim, vector, checksum FROM embeddings"):
+            entries += 1
+            bad += not _valid_vector(blob, row_dim, checksum, None)
+        return {"integrity": integrity, "entries": entries, "bad_entries": bad}
 
     def __len__(self) -> int:
         return self._connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
@@ -272,6 +327,7 @@ class Embedder:
         self._model = None
         self._cache = None
         self.last_stats = {"cached": 0, "encoded": 0}
+        self.stats = {"cached": 0, "encoded": 0}  # over every call, e.g. for a command's summary line
 
     @property
     def model(self):
@@ -328,8 +384,13 @@ class Embedder:
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
-    def _encode_uncached(self, texts: list[str], show_progress_bar) -> np.ndarray:
-        """Encode each text alone (a batch of one: no padding, no dependence on the other texts)."""
+    def _encode_uncached(self, texts: list[str], show_progress_bar, *, store=None) -> np.ndarray:
+        """Encode each text alone (a batch of one: no padding, no dependence on the other texts).
+
+        ``store(texts, vectors)``, when given, is called after every
+        :data:`CACHE_COMMIT_EVERY` texts and at the end, so that a run killed
+        half-way has committed what it encoded (each call is one transaction).
+        """
         from tqdm.autonotebook import tqdm
 
         if show_progress_bar is None:
@@ -341,6 +402,10 @@ class Embedder:
                 [text], batch_size=1, show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
             )
             output[position] = np.asarray(vector, dtype=np.float32).reshape(dimension)
+            done = position + 1
+            if store is not None and (done % CACHE_COMMIT_EVERY == 0 or done == len(texts)):
+                start = (done - 1) // CACHE_COMMIT_EVERY * CACHE_COMMIT_EVERY
+                store(texts[start:done], output[start:done])
         return output
 
     def encode(self, texts, *, show_progress_bar=None) -> np.ndarray:
@@ -358,6 +423,7 @@ class Embedder:
         texts = [str(text) for text in texts]
         if not self.use_cache:
             self.last_stats = {"cached": 0, "encoded": len(texts)}
+            self.stats["encoded"] += len(texts)
             return (
                 self._encode_uncached(texts, show_progress_bar) if texts else np.zeros((0, self.dimension), np.float32)
             )
@@ -371,10 +437,12 @@ class Embedder:
             output[position] = vector
         if missing:
             unique_missing = list(dict.fromkeys(texts[position] for position in missing))
-            fresh = self._encode_uncached(unique_missing, show_progress_bar)
-            self._cache.put(cache_key, unique_missing, fresh)
+            fresh = self._encode_uncached(
+                unique_missing, show_progress_bar, store=lambda done, vectors: self._cache.put(cache_key, done, vectors)
+            )
             by_text = dict(zip(unique_missing, fresh))
             for position in missing:
                 output[position] = by_text[texts[position]]
         self.last_stats = {"cached": len(found), "encoded": len(missing)}
+        self.stats = {key: self.stats[key] + self.last_stats[key] for key in self.stats}
         return output

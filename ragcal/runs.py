@@ -137,11 +137,20 @@ def write_trec_run(path, query_ids, results, *, tag: str | None = None) -> Path:
 
 
 def write_trec_runs(folder, query_ids, retrieved: dict, *, config: dict | None = None) -> list[Path]:
-    """Write ``<folder>/<retriever>.run`` for each retriever, plus ``meta.json``."""
+    """Write ``<folder>/<retriever>.run`` for each retriever, plus ``meta.json``, each atomically.
+
+    ``meta.json`` is written last and records every run's sha256
+    (``run_sha256``), so that a folder half-rewritten by a killed run is
+    detected by :func:`evaluate_runs` instead of mixing two scorings.
+    """
+    import hashlib
+
     folder = Path(folder)
     texts = {name: format_trec_run(query_ids, results) for name, results in retrieved.items()}
     paths = [atomic_write_text(folder / f"{name}.run", text) for name, text in texts.items()]
     if config is not None:
+        digests = {f"{name}.run": hashlib.sha256(text.encode("utf-8")).hexdigest() for name, text in texts.items()}
+        config = {**config, "run_sha256": digests}
         paths.append(atomic_write_text(folder / "meta.json", json.dumps(config, indent=2) + "\n"))
     return paths
 
@@ -165,9 +174,22 @@ def evaluate_runs(runs_dir, queries: pd.DataFrame, *, source: str = "queries", *
     documents = None
     if meta_path.is_file():
         try:
-            documents = json.loads(meta_path.read_text(encoding="utf-8")).get("documents")
-        except (json.JSONDecodeError, AttributeError) as error:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            documents = meta.get("documents")
+        except (json.JSONDecodeError, AttributeError, UnicodeDecodeError) as error:
             raise ValueError(f"{meta_path}: not a JSON object as ragcal score --runs writes it ({error})") from error
+        from ._io import sha256_file
+
+        changed = [
+            path.name
+            for path in paths
+            if path.name in meta.get("run_sha256", {}) and sha256_file(path) != meta["run_sha256"][path.name]
+        ]
+        if changed:
+            raise ValueError(
+                f"{meta_path}: run file(s) {', '.join(changed)} are not the ones it describes (rewritten or edited "
+                "since, or a run stopped half-way); score again with --runs"
+            )
     gold = gold_pages(queries)
     check_queries_against_runs(
         runs, gold, documents=documents, source=source, runs_label=str(runs_dir), documents_label=str(meta_path)

@@ -230,25 +230,60 @@ def provenance_path(path) -> Path:
     return path.with_name(path.stem + ".meta.json")
 
 
+def _text_sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def write_score_table(path, table: pd.DataFrame, *, config: dict | None = None) -> Path:
-    """Write the score table as CSV and its provenance as ``<name>.meta.json`` (both atomically)."""
+    """Write the score table as CSV and its provenance as ``<name>.meta.json`` (both atomically).
+
+    The provenance records the table's sha256 (``table_sha256``), and
+    :func:`read_provenance` checks it: a run killed between the two renames,
+    or a table replaced later, can never pass for the table the provenance
+    describes.
+    """
     path = Path(path)
     # Full precision (shortest round-trip repr): a threshold fitted on the file must equal the live score it came from.
-    atomic_write_text(path, table.to_csv(index=False))
+    text = table.to_csv(index=False)
+    atomic_write_text(path, text)
     if config is not None:
+        config = {**config, "table_sha256": _text_sha256(text.encode("utf-8"))}
         atomic_write_text(provenance_path(path), json.dumps(config, indent=2) + "\n")
     return path
 
 
 def read_provenance(path) -> dict | None:
-    """The provenance written beside a score table (its ``.meta.json``), or None when there is none."""
+    """The provenance written beside a score table (its ``.meta.json``), or None when there is none.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: the provenance is not a JSON object, or its
+        ``table_sha256`` is not the table's (the table was replaced or edited
+        after it was scored, or a run was killed between writing the two).
+    """
+    from ._io import sha256_file
+
+    path = Path(path)
     meta = provenance_path(path)
     if not meta.is_file():
         return None
     try:
-        return json.loads(meta.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
+        provenance = json.loads(meta.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{meta}: not valid JSON ({error})") from error
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{meta}: expected a JSON object of provenance, found {type(provenance).__name__}")
+    recorded = provenance.get("table_sha256")
+    if recorded and path.is_file() and sha256_file(path) != recorded:
+        raise ValueError(
+            f"{meta}: describes another version of {path.name} (table_sha256 differs): the table was replaced or "
+            "edited after scoring, or a run stopped between writing the two; score again (or, for a deliberate "
+            "edit, remove table_sha256 from the .meta.json)"
+        )
+    return provenance
 
 
 def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **index_options) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ._options import (
@@ -77,6 +78,12 @@ def run_score(args) -> None:
         dense_index=args.dense_index,
     )
     report_visibility(index, args.queries)
+    stats = getattr(index.dense.embedder, "stats", None)
+    if stats:
+        print(
+            f"ragcal score: {stats['cached']:,} embeddings read from the cache, {stats['encoded']:,} encoded",
+            file=sys.stderr,
+        )
     config = {**index.config, "queries": str(args.queries)}
     write_score_table(args.out, table, config=config)
     if args.runs is not None:

@@ -81,17 +81,22 @@ def save_figure(figure, stem, *, formats=("png", "svg")) -> list[Path]:
     """Save ``figure`` as ``<stem>.png`` and ``<stem>.svg`` (creating the folder).
 
     SVG output carries no date, so regenerating an unchanged figure gives an
-    unchanged file.
+    unchanged file. Each file is written atomically (temporary file and
+    rename), so an interrupted run never leaves a truncated figure.
     """
+    import io
+
+    from .._io import atomic_write_bytes
+
     stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for extension in formats:
         path = stem.with_suffix(f".{extension}")
         metadata = {"Date": None} if extension == "svg" else {"Software": None}
+        buffer = io.BytesIO()
         with figure_style():
-            figure.savefig(path, format=extension, metadata=metadata)
-        paths.append(path)
+            figure.savefig(buffer, format=extension, metadata=metadata)
+        paths.append(atomic_write_bytes(path, buffer.getvalue()))  # whole or not at all, like every output
     return paths
 
 
