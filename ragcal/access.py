@@ -153,13 +153,41 @@ class AccessPolicy:
         return self.default
 
     def levels(self, chunks) -> list[str]:
-        """The level of every chunk, in order; warns about map rows that place no page."""
+        """The level of every chunk, in order.
+
+        Raises
+        ------
+        AccessMapError
+            If a map row matches no page of the corpus: most often a typo, and
+            the pages it meant to protect would silently get the default level.
+
+        Warns
+        -----
+        AccessWarning
+            For a page whose front matter and map row name different levels;
+            the front matter wins.
+        """
         levels = [self.level_of_page(chunk.doc_path, chunk.metadata) for chunk in chunks]
-        pages = {chunk.doc_path for chunk in chunks}
+        pages = {chunk.doc_path: chunk.metadata for chunk in chunks}
+        source = self.source or "access map"
         unused = [glob for glob, _ in self.rules if not any(fnmatch.fnmatchcase(page, glob) for page in pages)]
         if unused:
+            raise AccessMapError(
+                f"{source}: row(s) {', '.join(map(repr, unused))} match no page of the corpus; fix the glob (a typo "
+                "would leave the pages it meant to protect at the default level) or remove the row"
+            )
+        disagree = []
+        for page, metadata in pages.items():
+            own = (metadata or {}).get("access_level")
+            if own in (None, ""):
+                continue
+            mapped = next((level for glob, level in self.rules if fnmatch.fnmatchcase(page, glob)), None)
+            if mapped is not None and mapped != str(own).strip():
+                disagree.append(f"{page} (front matter {own}, map {mapped})")
+        if disagree:
             warnings.warn(
-                f"{self.source or 'access map'}: row(s) {', '.join(unused)} match no page of the corpus",
+                f"{source}: front matter and map disagree on {len(disagree)} page(s): {'; '.join(disagree[:5])}; "
+                "the front matter wins",
                 AccessWarning,
                 stacklevel=2,
             )

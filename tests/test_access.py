@@ -278,8 +278,10 @@ def test_levels_come_from_front_matter_then_the_map_then_the_default(tmp_path):
         def __init__(self, path):
             self.doc_path, self.metadata = path, {}
 
-    with pytest.warns(AccessWarning, match="nowhere/\\*"):
-        assert policy.levels([Page("advanced/a.md"), Page("b.md")]) == ["internal", "public"]
+    with pytest.raises(AccessMapError, match="access.csv: row\\(s\\) 'advanced/secret.md', 'nowhere/\\*' match no page"):
+        policy.levels([Page("advanced/a.md"), Page("b.md")])
+    used = AccessPolicy(policy.rules[:2], source=str(map_path))
+    assert used.levels([Page("advanced/a.md"), Page("advanced/secret.md")]) == ["internal", "restricted"]
 
 
 @pytest.mark.parametrize(

@@ -43,8 +43,9 @@ def main(argv=None) -> int:
     try:
         load_signals_modules(args)
         code = args.run(args)
-    except ValueError as error:  # CorpusError, QueryFileError and GateFileError are ValueErrors too
-        print(f"ragcal: error: {error}", file=sys.stderr)
+    except (ValueError, OSError) as error:  # CorpusError, QueryFileError and GateFileError are ValueErrors too
+        # One line, never a traceback: the message names the file (OSError's too: "[Errno 21] Is a directory: 'x'").
+        print(f"ragcal: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2
     return code or 0
 

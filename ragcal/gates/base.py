@@ -100,15 +100,25 @@ def register_gate_type(cls):
     return cls
 
 
-def gate_from_dict(data: Mapping) -> "Gate":
-    """Rebuild any gate from its :meth:`Gate.to_dict` form; an unknown type lists the known ones."""
+def gate_from_dict(data: Mapping, *, where: str = "gate") -> "Gate":
+    """Rebuild any gate from its :meth:`Gate.to_dict` form; an unknown type lists the known ones.
+
+    Every field is checked (presence, type, range, no unknown keys) and a
+    problem names it, e.g. ``field 'gate.stages[1].gate.threshold'``.
+    """
+    from ._fields import GateFieldError
+
     if not isinstance(data, Mapping) or "type" not in data:
-        raise ValueError(f"a gate dict needs a 'type' key, one of {sorted(GATE_TYPES)}; got {data!r}")
-    try:
-        cls = GATE_TYPES[data["type"]]
-    except KeyError:
-        raise ValueError(f"unknown gate type {data['type']!r}; known types are {sorted(GATE_TYPES)}") from None
-    return cls.from_dict(data)
+        raise GateFieldError(f"field {where!r}: a gate needs a 'type' key, one of {sorted(GATE_TYPES)}")
+    kind = data["type"]
+    if not isinstance(kind, str) or kind not in GATE_TYPES:
+        raise GateFieldError(f"field {where + '.type'!r}: unknown gate type {kind!r}; known types are {sorted(GATE_TYPES)}")
+    from_dict = GATE_TYPES[kind].from_dict
+    import inspect
+
+    # A gate type registered outside ragcal may take the dict alone.
+    takes_where = "where" in inspect.signature(from_dict).parameters
+    return from_dict(data, where=where) if takes_where else from_dict(data)
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,14 @@ class Stage:
         return {"name": self.name, "tier": self.tier, "gate": self.gate.to_dict()}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Stage":
-        return cls(data["name"], gate_from_dict(data["gate"]), data.get("tier", "confident"))
+    def from_dict(cls, data: Mapping, *, where: str = "stage") -> "Stage":
+        from . import _fields as f
+
+        f.fields_of(data, where, required=("name", "gate"), optional=("tier",))
+        tier = f.text(data, "tier", where, default="confident")
+        if tier not in STAGE_TIERS:
+            raise f.GateFieldError(f"field {where + '.tier'!r}: expected one of {STAGE_TIERS}, got {tier!r}")
+        return cls(f.text(data, "name", where), gate_from_dict(data["gate"], where=f"{where}.gate"), tier)
 
 
 @register_gate_type
@@ -137,5 +143,11 @@ class FallbackChain(Gate):
         return {"type": self.type, "stages": [stage.to_dict() for stage in self.stages]}
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "FallbackChain":
-        return cls(tuple(Stage.from_dict(stage) for stage in data["stages"]))
+    def from_dict(cls, data: Mapping, *, where: str = "gate") -> "FallbackChain":
+        from . import _fields as f
+
+        f.fields_of(data, where, required=("type", "stages"))
+        stages = data["stages"]
+        if not isinstance(stages, list) or not stages:
+            raise f.GateFieldError(f"field {where + '.stages'!r}: expected a non-empty list of stages, got {stages!r:.60}")
+        return cls(tuple(Stage.from_dict(stage, where=f"{where}.stages[{n}]") for n, stage in enumerate(stages)))

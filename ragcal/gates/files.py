@@ -19,6 +19,7 @@ from .base import Gate, gate_from_dict
 
 __all__ = [
     "GATE_FORMAT",
+    "MAX_GATE_FILE_BYTES",
     "PROVENANCE_KEYS",
     "CHUNKING_KEYS",
     "GateFileError",
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 GATE_FORMAT = "ragcal-gate/1"
+#: Larger files are refused unread: a gate file holds a few numbers (a learned gate, a few KB).
+MAX_GATE_FILE_BYTES = 1 << 20
 #: What a gate file keeps of the score table's provenance.
 PROVENANCE_KEYS = (
     "model",
@@ -97,18 +100,27 @@ def read_gate_file(path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise GateFileError(f"{path}: gate file not found")
+    size = path.stat().st_size
+    if size > MAX_GATE_FILE_BYTES:
+        raise GateFileError(
+            f"{path}: {size / 2**20:.1f} MiB is no gate file (they hold a few numbers; at most "
+            f"{MAX_GATE_FILE_BYTES // 2**20} MiB is read)"
+        )
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise GateFileError(f"{path}: not a JSON gate file ({error})") from error
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise GateFileError(f"{path}: not a JSON gate file ({str(error)[:200]})") from None
     if not isinstance(document, dict) or document.get("format") != GATE_FORMAT:
         found = document.get("format") if isinstance(document, dict) else type(document).__name__
-        raise GateFileError(f"{path}: expected a {GATE_FORMAT!r} file, found format {found!r}")
+        raise GateFileError(f"{path}: expected a {GATE_FORMAT!r} file, found format {found!r:.80}")
     try:
         document["gate"] = gate_from_dict(document.get("gate"))
-    except (KeyError, TypeError, ValueError) as error:
-        raise GateFileError(f"{path}: invalid gate: {error}") from error
-    document.setdefault("provenance", {})
+    except (KeyError, TypeError, ValueError, RecursionError) as error:
+        raise GateFileError(f"{path}: invalid gate: {str(error)[:300]}") from None
+    for key in ("provenance", "fitted"):
+        document.setdefault(key, {})
+        if not isinstance(document[key], dict):
+            raise GateFileError(f"{path}: field {key!r}: expected an object, got {type(document[key]).__name__}")
     return document
 
 

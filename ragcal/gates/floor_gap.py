@@ -9,7 +9,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from ._numbers import from_json_number, to_json_number
+from ._numbers import to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 from .threshold import _check_max_passages, cut_passages
 
@@ -133,12 +133,15 @@ class FloorGapGate(Gate):
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "FloorGapGate":
+    def from_dict(cls, data: Mapping, *, where: str = "gate") -> "FloorGapGate":
+        from . import _fields as f
+
+        f.fields_of(data, where, required=("type", "floor", "min_gap"), optional=("retriever", "max_passages"))
         return cls(
-            from_json_number(data["floor"], name="floor"),
-            from_json_number(data["min_gap"], name="min_gap"),
-            retriever=data.get("retriever", "dense"),
-            max_passages=data.get("max_passages", 10),
+            f.number(data, "floor", where),
+            f.number(data, "min_gap", where),
+            retriever=f.text(data, "retriever", where, default="dense"),
+            max_passages=f.positive_int_or_none(data, "max_passages", where, default=10),
         )
 
 

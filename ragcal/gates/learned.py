@@ -34,7 +34,7 @@ import pandas as pd
 from ..calibration import fit_threshold
 from ..score_tables import check_score_table
 from ..signals import get_signal
-from ._numbers import from_json_number, to_json_number
+from ._numbers import to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 from .threshold import _check_max_passages, cut_passages
 
@@ -130,17 +130,26 @@ class LinearScore:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "LinearScore":
+    def from_dict(cls, data: Mapping, *, where: str = "gate") -> "LinearScore":
+        from . import _fields as f
+
         if data.get("link", "logistic") != "logistic":
-            raise ValueError(f"LinearScore: unknown link {data.get('link')!r}; only 'logistic' is supported")
+            raise f.GateFieldError(f"field {where + '.link'!r}: only 'logistic' is supported, got {data.get('link')!r}")
+        signals = data.get("signals")
+        if not isinstance(signals, list) or not signals or not all(isinstance(name, str) for name in signals):
+            raise f.GateFieldError(f"field {where + '.signals'!r}: expected a non-empty list of signal names")
+        params = data.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise f.GateFieldError(f"field {where + '.params'!r}: expected an object")
+        n = len(signals)
         return cls(
-            tuple(data["signals"]),
-            tuple(from_json_number(value, name="scaler_mean") for value in data["scaler_mean"]),
-            tuple(from_json_number(value, name="scaler_scale") for value in data["scaler_scale"]),
-            tuple(from_json_number(value, name="coefficients") for value in data["coefficients"]),
-            from_json_number(data["intercept"], name="intercept"),
-            model=data.get("model", "logistic_regression"),
-            params=data.get("params") or {},
+            tuple(signals),
+            f.numbers(data, "scaler_mean", where, length=n),
+            f.numbers(data, "scaler_scale", where, length=n),
+            f.numbers(data, "coefficients", where, length=n),
+            f.number(data, "intercept", where),
+            model=f.text(data, "model", where, default="logistic_regression"),
+            params=params,
         )
 
 
@@ -403,14 +412,22 @@ class LearnedGate(Gate):
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "LearnedGate":
+    def from_dict(cls, data: Mapping, *, where: str = "gate") -> "LearnedGate":
+        from . import _fields as f
+
+        f.fields_of(
+            data,
+            where,
+            required=("type", "signals", "scaler_mean", "scaler_scale", "coefficients", "intercept", "threshold"),
+            optional=("model", "params", "link", "hedge_below", "passages_from", "passage_floor", "max_passages"),
+        )
         return cls(
-            LinearScore.from_dict(data),
-            from_json_number(data["threshold"], name="threshold"),
-            hedge_below=from_json_number(data.get("hedge_below"), name="hedge_below"),
-            passages_from=data.get("passages_from", "dense"),
-            passage_floor=from_json_number(data.get("passage_floor"), name="passage_floor"),
-            max_passages=data.get("max_passages", 10),
+            LinearScore.from_dict(data, where=where),
+            f.number(data, "threshold", where, infinite=True),
+            hedge_below=f.number(data, "hedge_below", where, default=None, infinite=True),
+            passages_from=f.text(data, "passages_from", where, default="dense"),
+            passage_floor=f.number(data, "passage_floor", where, default=None),
+            max_passages=f.positive_int_or_none(data, "max_passages", where, default=10),
         )
 
 

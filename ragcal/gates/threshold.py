@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..signals import get_signal
-from ._numbers import from_json_number, to_json_number
+from ._numbers import to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 
 __all__ = ["ThresholdGate", "cut_passages", "zero_means_no_match"]
@@ -192,13 +192,19 @@ class ThresholdGate(Gate):
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "ThresholdGate":
+    def from_dict(cls, data: Mapping, *, where: str = "gate") -> "ThresholdGate":
+        from . import _fields as f
+
+        f.fields_of(data, where, required=("type", "signal", "threshold"), optional=_OPTIONAL)
         return cls(
-            data["signal"],
-            from_json_number(data["threshold"], name="threshold"),
-            higher_is_answerable=bool(data.get("higher_is_answerable", True)),
-            hedge_below=from_json_number(data.get("hedge_below"), name="hedge_below"),
-            passages_from=data.get("passages_from"),
-            passage_floor=from_json_number(data.get("passage_floor"), name="passage_floor"),
-            max_passages=data.get("max_passages", 10),
+            f.text(data, "signal", where),
+            f.number(data, "threshold", where, infinite=True),
+            higher_is_answerable=f.boolean(data, "higher_is_answerable", where, default=True),
+            hedge_below=f.number(data, "hedge_below", where, default=None, infinite=True),
+            passages_from=f.text(data, "passages_from", where, default=None),
+            passage_floor=f.number(data, "passage_floor", where, default=None),
+            max_passages=f.positive_int_or_none(data, "max_passages", where, default=10),
         )
+
+
+_OPTIONAL = ("higher_is_answerable", "hedge_below", "passages_from", "passage_floor", "max_passages")
