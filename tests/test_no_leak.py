@@ -107,8 +107,9 @@ def test_results_assembled_from_the_views_retrievers_are_not_described_by_the_fu
 def test_results_of_two_views_are_refused(full):
     view = full.restrict(["public"])
     mixed = {"dense": full.dense.search([OFF_TOPIC])[0], "bm25_stopwords": view.bm25["bm25_stopwords"].search(["x"])[0]}
-    with pytest.raises(ViewMismatchError, match="2 corpus views"):
-        ThresholdGate("dense_top1", 0.99).decide(mixed)
+    for threshold in (0.99, -1.0):  # a refusal and an answer alike
+        with pytest.raises(ViewMismatchError, match="2 corpus views"):
+            ThresholdGate("dense_top1", threshold).decide(mixed)
 
 
 @pytest.mark.parametrize("kind", list(gates()))

@@ -177,6 +177,7 @@ class Gate(ABC):
         missing = [name for name in self.retrievers if name not in results]
         if missing:
             raise KeyError(f"{type(self).__name__} needs retriever results {missing}; got {sorted(results)}")
+        self._described(results)  # results of two corpus views (one restricted, one not) are refused here
 
     def _check_table(self, table: pd.DataFrame) -> None:
         missing = [column for column in self.columns if column not in table.columns]
