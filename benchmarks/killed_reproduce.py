@@ -9,7 +9,8 @@ Usage (from the checkout, after ``make reproduce`` has written the reference res
 2. Every file it left is checked: no temporary file, and each CSV, JSON and PNG parses whole.
 3. The same command runs again, to the end.
 4. Every file of results/ and figures/ is compared byte for byte with the reference (the checkout's, by default).
-   Executed notebooks are compared without their cell outputs' images and execution metadata.
+   Executed notebooks are compared without their images (compared as figures), execution counts and metadata,
+   and without the cell that passes the scratch figures folder in.
 
 It prints a summary and exits 1 on any difference. Not a test: a full reproduce takes about 14 minutes.
 """
@@ -79,16 +80,27 @@ def notebook_text(path: Path) -> str:
 
     # A warning shown in a notebook names the kernel's temporary file (/tmp/ipykernel_<pid>/...): not an output.
     notebook = json.loads(re.sub(r"ipykernel_\d+", "ipykernel_N", path.read_text(encoding="utf-8")))
-    for cell in notebook.get("cells", []):
+    # A scratch run passes its figures folder as an injected parameter cell, which shifts ids and counts.
+    notebook["cells"] = [
+        cell for cell in notebook.get("cells", []) if "injected-parameters" not in cell.get("metadata", {}).get("tags", [])
+    ]
+    for cell in notebook["cells"]:
+        cell.pop("id", None)
+        cell.pop("execution_count", None)
         cell.get("metadata", {}).pop("execution", None)
         for output in cell.get("outputs", []):
             output.get("data", {}).pop("image/png", None)
             output.get("metadata", {}).clear()
+            output.pop("execution_count", None)
     return json.dumps(notebook, sort_keys=True)
 
 
 def compare(produced: Path, reference: Path, *, notebooks: bool = False) -> tuple[int, list[str]]:
-    files = sorted(p.relative_to(reference) for p in reference.rglob("*") if p.is_file() and not p.name.startswith("."))
+    files = sorted(
+        p.relative_to(reference)
+        for p in reference.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and (not notebooks or p.suffix == ".ipynb")
+    )
     differ = []
     for name in files:
         mine, theirs = produced / name, reference / name
@@ -107,7 +119,10 @@ def main(argv=None) -> int:
     parser.add_argument("--kill-after", type=float, default=300.0, help="seconds before SIGKILL (default 300)")
     parser.add_argument("--reference", type=Path, default=ROOT, help="folder with results/, figures/, notebooks/")
     parser.add_argument("--scratch", type=Path, default=None, help="where to write (default: a temporary folder)")
+    parser.add_argument("--compare-only", action="store_true", help="only compare an earlier --scratch with the reference")
     args = parser.parse_args(argv)
+    if args.compare_only:
+        return report(args.scratch, args.reference, problems=[])
     folder = args.scratch or Path(tempfile.mkdtemp(prefix="ragcal-killed-"))
     log = folder / "reproduce.log"
     folder.mkdir(parents=True, exist_ok=True)
@@ -129,9 +144,13 @@ def main(argv=None) -> int:
         print(f"the rerun failed; see {log}")
         return 1
 
+    return report(folder, args.reference, problems=problems)
+
+
+def report(folder: Path, reference: Path, *, problems) -> int:
     failed = bool(problems)
     for part, notebooks in (("results", False), ("figures", False), ("notebooks", True)):
-        n, differ = compare(folder / part, args.reference / part, notebooks=notebooks)
+        n, differ = compare(folder / part, reference / part, notebooks=notebooks)
         print(f"{part}/: {n - len(differ)} of {n} files equal to the reference")
         for line in differ:
             print(f"  {line}")
