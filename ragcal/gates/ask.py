@@ -13,8 +13,9 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
     Parameters
     ----------
     gate : Gate
-        Rebound to the view that is searched, so that refusals and hedges
-        name only its pages, whatever the gate was bound to.
+        Its refusals and hedges name only the pages of the view that is
+        searched, whatever it was bound to (the results carry that view's
+        description).
     index : RetrievalIndex
     questions : sequence of str
     ids : sequence of str, default=None
@@ -31,7 +32,7 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
     """
     if allowed_levels is not None:
         index = index.restrict(allowed_levels)
-    gate = gate.bind(index.description)  # whatever it was bound to: messages describe what is searched
+    # No rebinding needed: the results carry their view's description, and messages use it.
     questions = [str(question) for question in questions]
     retrieved = index.retrieve(questions)
     decisions = [
