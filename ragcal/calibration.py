@@ -68,6 +68,7 @@ from .metrics import auc_table, group_stats, outcome_table, sweep
 __all__ = [
     "CalibrationWarning",
     "RULES",
+    "SUPPORT_RULES",
     "parse_rule",
     "threshold_keep_share",
     "threshold_recall_guarantee",
@@ -190,7 +191,11 @@ RULES = {
     "recall_guarantee": "recall target guaranteed with confidence 1 - delta, e.g. recall_guarantee@0.9",
     "false_answer_guarantee": "bound on the share of unanswerable questions answered, e.g. false_answer_guarantee@0.2",
     "min_cost": "cost of answering an unanswerable question relative to refusing an answerable one, e.g. min_cost@5",
+    "risk_guarantee": "bound on the selective risk (unsupported answers / answers), Learn-then-Test; needs support",
+    "unsupported_guarantee": "bound on unsupported answers / all questions, Learn-then-Test; needs support",
 }
+#: Rules that need to know which answers are supported (``support=`` levels, see :mod:`ragcal.gates.support`).
+SUPPORT_RULES = ("risk_guarantee", "unsupported_guarantee")
 _RULE_KEY = re.compile(r"^(?P<name>[a-z_]+)@(?P<value>[0-9]*\.?[0-9]+)$")
 
 
@@ -203,7 +208,9 @@ def parse_rule(key: str) -> tuple[str, float]:
     return match.group("name"), float(match.group("value"))
 
 
-def fit_threshold(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1) -> float:
+def fit_threshold(
+    rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1, support=None
+) -> float:
     """Fit a rule (``"keep@1.0"``, ``"recall_guarantee@0.9"``, ...) on calibration data.
 
     Parameters
@@ -216,7 +223,13 @@ def fit_threshold(rule: str, scores, answerable, *, higher_is_answerable: bool =
         For signals where low means answerable, the rule is fitted on
         ``-scores`` and the threshold returned in the signal's own units.
     delta : float, default=0.1
-        1 - confidence of the two guarantee rules.
+        1 - confidence of the guarantee rules.
+    support : array-like of float, default=None
+        Support level per question (:func:`ragcal.gates.support.signal_support`);
+        only the :data:`SUPPORT_RULES` read it, and they need it. They are
+        certified by Learn-then-Test (:func:`ragcal.gates.certify_threshold_gate`,
+        Holm over 40 quantiles of the scores); when nothing is certified the
+        threshold refuses everything, with a :class:`CalibrationWarning`.
 
     Returns
     -------
@@ -234,9 +247,40 @@ def fit_threshold(rule: str, scores, answerable, *, higher_is_answerable: bool =
         threshold = threshold_recall_guarantee(oriented[answerable], target=value, delta=delta)
     elif name == "false_answer_guarantee":
         threshold = threshold_false_answer_guarantee(oriented[~answerable], alpha=value, delta=delta)
-    else:
+    elif name == "min_cost":
         threshold = threshold_min_cost(oriented, answerable, cost_answer_unanswerable=value)
+    else:
+        threshold = _threshold_by_ltt(rule, oriented, answerable, support, higher_is_answerable, delta)
     return sign * threshold
+
+
+def _threshold_by_ltt(rule, oriented, answerable, support, higher_is_answerable, delta) -> float:
+    from .gates.certify import certify_candidates, _threshold_grid
+
+    if support is None:
+        raise ValueError(
+            f"{rule} needs to know which answers are supported: pass support= (levels from the retrieval runs and "
+            "the gold pages, ragcal.gates.signal_support), or on the command line --runs and --queries"
+        )
+    levels = np.asarray(support, dtype=float).reshape(-1)
+    if levels.size != oriented.size:
+        raise ValueError(f"{rule}: {levels.size} support levels for {oriented.size} scores")
+    if not higher_is_answerable:
+        levels = np.where(levels > -math.inf, math.inf, -math.inf)
+    candidates = _threshold_grid(oriented, None, fixed_sequence=False)
+    with np.errstate(invalid="ignore"):
+        answered = ~np.isnan(oriented)[None, :] & (oriented[None, :] >= candidates[:, None])
+    supported = answered & (levels[None, :] >= candidates[:, None])
+    certificate = certify_candidates(answered, supported, answerable, [rule], delta=delta)
+    if certificate.chosen is None:
+        warnings.warn(
+            f"{rule}: no threshold is certified with confidence {1 - delta} on {oriented.size} calibration "
+            "questions; returning +inf (refuse everything)",
+            CalibrationWarning,
+            stacklevel=3,
+        )
+        return math.inf
+    return float(candidates[certificate.chosen])
 
 
 # --------------------------------------------------------------------------- held-out protocol
@@ -259,7 +303,7 @@ def split_by_slice(slices, *, random_state=0) -> np.ndarray:
     return calibration
 
 
-def fit_rule(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1):
+def fit_rule(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1, support=None):
     """:func:`fit_threshold`, saying whether the rule could be met, without raising or warning.
 
     A ``keep@`` rule on scores with no answerable question has no share to
@@ -278,7 +322,9 @@ def fit_rule(rule: str, scores, answerable, *, higher_is_answerable: bool = True
         return math.nan, True, []  # no answerable question to keep a share of
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CalibrationWarning)
-        threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta)
+        threshold = fit_threshold(
+            rule, scores, answerable, higher_is_answerable=higher_is_answerable, delta=delta, support=support
+        )
     messages = [str(warning.message) for warning in caught if issubclass(warning.category, CalibrationWarning)]
     return threshold, bool(messages) or math.isnan(threshold), messages
 

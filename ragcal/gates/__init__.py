@@ -18,6 +18,14 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 
 from .ask import ask
 from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
+from .certify import (
+    Certificate,
+    certify_candidates,
+    certify_floor_gap,
+    certify_learned_gate,
+    certify_threshold_gate,
+    ltt_certify,
+)
 from .chain import FallbackChain, Stage
 from .evaluate import (
     answered_shares,
@@ -41,9 +49,20 @@ from .fit import (
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
+from .support import gold_pages, signal_support, support_levels, supported_answers
 from .threshold import ThresholdGate
 
 __all__ = [
+    "Certificate",
+    "certify_candidates",
+    "certify_threshold_gate",
+    "certify_floor_gap",
+    "certify_learned_gate",
+    "ltt_certify",
+    "gold_pages",
+    "signal_support",
+    "support_levels",
+    "supported_answers",
     "ACTIONS",
     "TIERS",
     "Decision",

@@ -226,7 +226,7 @@ def test_score_fit_gate_ask_with_reranker_and_access(fastapi_slice, tmp_path, ca
                      str(fastapi_slice), "--access", "public,internal", question])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    internal = json.loads(captured.out)
+    json.loads(captured.out)
     assert "advanced/response-cookies.md" in captured.out
 
 

@@ -1,0 +1,111 @@
+"""Whether what a gate passes on supports the answer.
+
+An answer is **supported** when the question is answerable and at least one
+passage passed on to the generator comes from one of its gold pages. It is
+**unsupported** otherwise: an unanswerable question that was answered, or an
+answerable one answered from the wrong text. *Selective risk* is unsupported
+answers over answers.
+
+Two ways to get there, which agree (the tests check it on the bundled corpus):
+
+- :func:`supported_answers`: from the decisions themselves (exact for any
+  gate, one :meth:`Gate.decide` per question);
+- :func:`support_levels` / :func:`signal_support`: one number per question,
+  the **support level**, such that a gate that cuts a retriever's list at a
+  bar ``b`` (a :class:`ThresholdGate` on a passage-scale signal, a
+  :class:`FloorGapGate` at its floor, a learned gate at its cosine bar)
+  passes a gold passage on exactly when ``level >= b``. Sweeps over every
+  threshold and every 2-D grid point are then vectorised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..chunking import page_of
+from ..signals import get_signal
+
+__all__ = ["supported_answers", "support_levels", "signal_support", "gold_pages"]
+
+
+def gold_pages(queries) -> list[frozenset]:
+    """Gold pages of each labeled query (empty for unanswerable ones), in the frame's order."""
+    return [
+        frozenset(gold) if answerable else frozenset()
+        for gold, answerable in zip(queries["gold"], queries["answerable"])
+    ]
+
+
+def supported_answers(decisions, gold) -> np.ndarray:
+    """True where a decision answered (or hedged) and passed on a passage from a gold page.
+
+    Parameters
+    ----------
+    decisions : sequence of Decision
+    gold : sequence of set of str
+        Gold pages per question, aligned with ``decisions`` (empty: unanswerable).
+    """
+    decisions, gold = list(decisions), list(gold)
+    if len(decisions) != len(gold):
+        raise ValueError(f"supported_answers: {len(decisions)} decisions but {len(gold)} gold sets")
+    return np.array(
+        [
+            decision.answered and any(page_of(chunk_id) in pages for chunk_id, _ in decision.passages)
+            for decision, pages in zip(decisions, gold)
+        ],
+        dtype=bool,
+    )
+
+
+def support_levels(results, gold, retriever: str, *, max_passages: int | None = 10) -> np.ndarray:
+    """Highest ``retriever`` score of a gold-page passage among its first ``max_passages``; -inf when none.
+
+    A gate that passes on ``retriever``'s passages scoring at least ``b``
+    (capped at ``max_passages``, in rank order) passes a gold passage on
+    exactly when the level is at least ``b``.
+
+    Parameters
+    ----------
+    results : sequence of mapping
+        ``{retriever name: RetrievalResult}`` per question.
+    gold : sequence of set of str
+        Gold pages per question (empty: unanswerable, level -inf).
+    """
+    results, gold = list(results), list(gold)
+    if len(results) != len(gold):
+        raise ValueError(f"support_levels: {len(results)} result sets but {len(gold)} gold sets")
+    levels = np.full(len(results), -math.inf)
+    for position, (per_retriever, pages) in enumerate(zip(results, gold)):
+        if not pages:
+            continue
+        listed = per_retriever[retriever]
+        limit = len(listed.chunk_ids) if max_passages is None else max_passages
+        scores = [
+            float(score)
+            for chunk_id, score in zip(listed.chunk_ids[:limit], listed.scores[:limit])
+            if page_of(chunk_id) in pages
+        ]
+        if scores:
+            levels[position] = max(scores)
+    return levels
+
+
+def signal_support(results, gold, signal: str, *, max_passages: int | None = 10) -> np.ndarray:
+    """Support level of a default :class:`ThresholdGate` on ``signal``, in the signal's units.
+
+    For a signal on a passage's scale (``dense_top1``, ``bm25_top1_*``,
+    ``rrf_top1``) the gate cuts its retriever's list at the threshold, so the
+    level is :func:`support_levels` of that retriever. For other signals the
+    gate passes on only the top passage: the level is +inf when that passage
+    is from a gold page (supported whenever answered) and -inf otherwise.
+    Either way a question answered at threshold ``t`` is supported exactly
+    when ``level >= t``.
+    """
+    entry = get_signal(signal)
+    retriever = entry.retrievers[0]
+    if entry.passage_scale:
+        return support_levels(results, gold, retriever, max_passages=max_passages)
+    top_gold = support_levels(results, gold, retriever, max_passages=1) > -math.inf
+    return np.where(top_gold, math.inf, -math.inf)

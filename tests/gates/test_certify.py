@@ -1,0 +1,190 @@
+"""Learn-then-Test: p-values and corrections by hand, agreement with the closed-form rules, and simulations
+showing each certified bound holds at least at its nominal rate on fresh draws."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import beta as beta_distribution
+
+from ragcal.calibration import CalibrationWarning, fit_threshold
+from ragcal.gates import FloorGapGate, ThresholdGate, certify_candidates, certify_floor_gap, certify_threshold_gate
+from ragcal.gates.certify import binomial_p_values, ltt_certify
+from ragcal.gates.floor_gap import floor_gap_answers
+
+
+def score_table(scores, answerable, slices=None, column="dense_top1", **extra):
+    answerable = np.asarray(answerable, dtype=bool)
+    if slices is None:
+        slices = np.where(answerable, "answerable", "unrelated")
+    frame = pd.DataFrame(
+        {"id": [f"q{i}" for i in range(len(scores))], "query": "q", "answerable": answerable, "slice": slices}
+    )
+    frame[column] = np.asarray(scores, dtype=float)
+    for name, values in extra.items():
+        frame[name] = values
+    return frame
+
+
+def test_binomial_p_value_by_hand():
+    # P(Bin(10, 0.2) <= 1) = 0.8^10 + 10 * 0.2 * 0.8^9
+    assert binomial_p_values(1, 10, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9)
+    assert binomial_p_values(0, 0, 0.2) == 1.0  # nothing answered: nothing to certify
+
+
+def test_corrections_by_hand():
+    p = [0.001, 0.02, 0.03, 0.5]
+    assert ltt_certify(p, 0.1, method="bonferroni").tolist() == [True, True, False, False]  # <= 0.025
+    # Holm: 0.001 <= 0.1/4, 0.02 <= 0.1/3, 0.03 <= 0.1/2, 0.5 > 0.1
+    assert ltt_certify(p, 0.1, method="holm").tolist() == [True, True, True, False]
+    assert ltt_certify(p, 0.1, method="fixed_sequence", order=[3, 0, 1, 2]).tolist() == [False] * 4
+    with pytest.raises(ValueError, match="NaN"):
+        ltt_certify([np.nan], 0.1, method="holm")
+
+
+def test_the_certificate_table_by_hand():
+    # Three candidates over four questions: two answerable (first two), two unanswerable.
+    answered = np.array([[False, False, False, False], [True, False, False, False], [True, True, True, False]])
+    supported = np.array([[False] * 4, [True, False, False, False], [True, False, False, False]])
+    certificate = certify_candidates(answered, supported, [True, True, False, False], ["risk_guarantee@0.5"],
+                                     delta=0.5, method="bonferroni")
+    table = certificate.candidates
+    assert table["risk_guarantee@0.5_k"].tolist() == [0, 0, 2]
+    assert table["risk_guarantee@0.5_n"].tolist() == [0, 1, 3]
+    assert table["risk_guarantee@0.5_p"].tolist() == pytest.approx([1.0, 0.5, 0.5**3 * 7])  # P(Bin(3,.5)<=2)=7/8
+    # Bonferroni at 0.5 / 3: nothing certified, and the certificate says the gate refuses everything.
+    assert not certificate.certified and "refuses everything" in certificate.summary()
+
+
+def test_closed_form_rules_are_the_fixed_sequence_certificates():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        answerable = rng.random(120) < 0.5
+        scores = np.where(answerable, rng.beta(5, 2, 120), rng.beta(2, 4, 120)).round(2)  # ties on purpose
+        table = score_table(scores, answerable)
+        for rule in ("recall_guarantee@0.9", "false_answer_guarantee@0.2"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CalibrationWarning)
+                expected = fit_threshold(rule, scores, answerable)
+            gate, certificate = certify_threshold_gate(table, "dense_top1", rule)
+            assert certificate.method == "fixed_sequence"
+            assert gate.threshold == expected, rule
+
+
+def test_nothing_certified_refuses_everything_and_says_so():
+    table = score_table([0.9, 0.8, 0.3], [True, True, False])
+    gate, certificate = certify_threshold_gate(table, "dense_top1", "false_answer_guarantee@0.1")
+    assert gate.threshold == math.inf and not certificate.certified
+    assert gate.decide_table(table)["action"].eq("refuse").all()
+    with pytest.warns(CalibrationWarning, match="refuse everything"):
+        assert fit_threshold("risk_guarantee@0.1", [0.9, 0.8], [True, True], support=[0.9, 0.8]) == math.inf
+
+
+def test_risk_rules_need_support():
+    with pytest.raises(ValueError, match="supported"):
+        fit_threshold("risk_guarantee@0.2", [0.5, 0.6], [True, False])
+    with pytest.raises(ValueError, match="supported"):
+        certify_threshold_gate(score_table([0.5, 0.6], [True, False]), "dense_top1", "unsupported_guarantee@0.2")
+
+
+def test_nan_scores_are_never_answered():
+    scores = np.array([np.nan] * 5 + list(np.linspace(0.5, 1, 60)))
+    answerable = np.array([True] * 65)
+    gate, certificate = certify_threshold_gate(
+        score_table(scores, answerable), "dense_top1", "risk_guarantee@0.2", support=np.full(65, math.inf)
+    )
+    assert certificate.certified and certificate.candidates["answered"].max() == 60
+
+
+# ------------------------------------------------------------------ simulations
+
+def draw(rng, n, answerable_share=0.5):
+    """Synthetic labeled questions: answerable scores ~ Beta(5, 2), unanswerable ~ Beta(2, 4). For 80% of answerable
+    questions the top passage is gold (level = top score); for 15% the best gold passage scores top - Exp(0.05)
+    (supported at a bar t when that is >= t); 5% have no gold passage in the list at all."""
+    answerable = rng.random(n) < answerable_share
+    scores = np.where(answerable, rng.beta(5, 2, n), rng.beta(2, 4, n))
+    kind = rng.random(n)
+    levels = np.where(kind < 0.8, scores, scores - rng.exponential(0.05, n))
+    levels = np.where(answerable & (kind < 0.95), levels, -math.inf)
+    second = scores - rng.exponential(0.05, n)
+    return scores, answerable, levels, second
+
+
+POPULATION = draw(np.random.default_rng(12345), 400_000)
+
+
+def true_selective_risk(answered, levels_ok):
+    answered_count = answered.sum()
+    return ((answered & ~levels_ok).sum() / answered_count) if answered_count else 0.0
+
+
+def test_risk_guarantee_holds_in_simulation():
+    rng = np.random.default_rng(7)
+    alpha, delta = 0.3, 0.1
+    scores, answerable, levels, _ = POPULATION
+    order = np.sort(scores)
+    reach = np.sort(np.minimum(scores, levels))
+    held, certified = [], 0
+    for _ in range(400):
+        table_scores, table_answerable, table_levels, _ = draw(rng, 200)
+        gate, certificate = certify_threshold_gate(
+            score_table(table_scores, table_answerable), "dense_top1", f"risk_guarantee@{alpha}", support=table_levels
+        )
+        t = gate.threshold
+        answered = order.size - np.searchsorted(order, t, side="left")
+        supported = reach.size - np.searchsorted(reach, t, side="left")
+        held.append(answered == 0 or (answered - supported) / answered <= alpha)
+        certified += certificate.certified
+    assert np.mean(held) >= 1 - delta - 0.02  # Monte Carlo slack of ~ 3 standard errors over 400 draws
+    assert certified >= 300  # the bound is within reach: it is not met by refusing everything
+
+
+def test_joint_recall_and_false_answer_hold_in_simulation():
+    rng = np.random.default_rng(8)
+    delta = 0.1
+    held = []
+    for _ in range(600):
+        scores, answerable, _, _ = draw(rng, 160)
+        gate, certificate = certify_threshold_gate(
+            score_table(scores, answerable), "dense_top1", ["recall_guarantee@0.8", "false_answer_guarantee@0.25"]
+        )
+        t = min(gate.threshold, 1.0)
+        recall = beta_distribution.sf(t, 5, 2)
+        false_answers = beta_distribution.sf(t, 2, 4)
+        held.append(certificate.certified and recall >= 0.8 and false_answers <= 0.25 or not certificate.certified)
+        if not certificate.certified:
+            assert gate.threshold == math.inf
+    assert np.mean(held) >= 1 - delta - 0.015
+
+
+def test_floor_gap_risk_guarantee_holds_in_simulation():
+    rng = np.random.default_rng(9)
+    alpha, delta = 0.3, 0.1
+    scores, answerable, levels, second = (values[:100_000] for values in POPULATION)
+    held, certified = [], 0
+    for _ in range(200):
+        t_scores, t_answerable, t_levels, t_second = draw(rng, 200)
+        table = score_table(t_scores, t_answerable, dense_top2=t_second)
+        gate, certificate = certify_floor_gap(table, [f"risk_guarantee@{alpha}"], support=t_levels)
+        assert isinstance(gate, FloorGapGate)
+        answered = floor_gap_answers(scores, second, gate.floor, gate.min_gap)
+        held.append(true_selective_risk(answered, levels >= gate.floor) <= alpha)
+        certified += certificate.certified
+    assert np.mean(held) >= 1 - delta - 0.03
+    assert certified >= 150
+
+
+def test_certified_threshold_gate_decides_as_certified():
+    rng = np.random.default_rng(10)
+    scores, answerable, levels, _ = draw(rng, 200)
+    table = score_table(scores, answerable)
+    gate, certificate = certify_threshold_gate(table, "dense_top1", "unsupported_guarantee@0.1", support=levels)
+    assert isinstance(gate, ThresholdGate)
+    row = certificate.candidates.iloc[certificate.chosen]
+    answered = gate.decide_table(table)["action"].ne("refuse")
+    assert answered.sum() == row["answered"]
+    unsupported = (answered & ~(levels >= gate.threshold)).sum()
+    assert unsupported == row["unsupported_guarantee@0.1_k"] and unsupported / 150 <= 0.1
