@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import sqlite3
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,16 +152,33 @@ def open_cache_db(path: Path, schema: str, *, what: str) -> sqlite3.Connection:
     locked database is contention, not damage, and is never moved aside.
     """
 
-    def connect() -> sqlite3.Connection:
-        connection = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT)
-        try:
+    def set_up(connection: sqlite3.Connection) -> None:
+        # Only write when something is missing, so that opening a ready cache takes no write lock.
+        if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(schema)
-            connection.execute("PRAGMA quick_check").fetchone()
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+        connection.execute(schema)
+        connection.execute("PRAGMA quick_check").fetchone()
+
+    def connect() -> sqlite3.Connection:
+        # Switching a new file to WAL can fail with "database is locked" at once, without SQLite's
+        # busy handler (it refuses a lock upgrade that could deadlock), when two processes create
+        # the cache together; so contention while setting up is retried here, up to the same timeout.
+        deadline = time.monotonic() + CACHE_BUSY_TIMEOUT
+        pause = 0.01
+        while True:
+            connection = sqlite3.connect(path, timeout=CACHE_BUSY_TIMEOUT)
+            try:
+                set_up(connection)
+                return connection
+            except sqlite3.OperationalError as error:
+                connection.close()
+                if _is_corruption(error) or time.monotonic() + pause > deadline:
+                    raise
+            except BaseException:
+                connection.close()
+                raise
+            time.sleep(pause * (1 + random.random()))
+            pause = min(pause * 2, 0.5)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -135,3 +135,34 @@ def test_loading_the_model_prints_no_progress_bar(tmp_path, capfd):
     Embedder(cache_dir=tmp_path).model  # a sub-second step: no "Loading weights" bar
     assert "Loading weights" not in capfd.readouterr().err
     assert transformers_logging.is_progress_bar_enabled()  # other code keeps its bars
+
+
+def _open_and_write(path, barrier, position):
+    barrier.wait()
+    cache = EmbeddingCache(path)
+    try:
+        vector = np.zeros((1, 4), dtype=np.float32)
+        vector[0, position % 4] = 1.0
+        cache.put("m", [f"text {position}"], vector)
+    finally:
+        cache.close()
+
+
+def test_processes_creating_one_cache_together_all_succeed(tmp_path):
+    # Two processes switching a new file to WAL at once used to fail at once with "database is locked"
+    # (SQLite skips its busy handler there); 6 processes over 8 new files reproduced it every time.
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    for trial in range(8):
+        path = tmp_path / f"cache{trial}.sqlite"
+        barrier = context.Barrier(6)
+        processes = [context.Process(target=_open_and_write, args=(path, barrier, i)) for i in range(6)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(60)
+        assert [process.exitcode for process in processes] == [0] * 6, trial
+        with sqlite3.connect(path) as connection:
+            assert connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0] == 6
+            assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

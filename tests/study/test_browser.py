@@ -288,11 +288,22 @@ def browser(tmp_path, selenium_webdriver):
 
 def wait_until(driver, condition, timeout, message):
     """Poll ``condition(state)`` on the notebook state until it returns something truthy; return that."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.25).until(
-        lambda driver: condition(driver.execute_script(READ_NOTEBOOK)), message
-    )
+    seen = {}
+
+    def check(driver):
+        seen["state"] = driver.execute_script(READ_NOTEBOOK)
+        return condition(seen["state"])
+
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(check)
+    except TimeoutException:
+        state = seen.get("state") or {}
+        raise AssertionError(
+            f"{message} within {timeout} s; last seen: kernel {state.get('status')!r}, prompts {state.get('prompts')}"
+        ) from None
 
 
 def wait_until_settled(driver, timeout):
@@ -310,14 +321,26 @@ def wait_until_settled(driver, timeout):
     raise AssertionError(f"the widget kept changing or the kernel stayed busy for {timeout} s")
 
 
-def run_all_cells(driver):
-    """Run › Run All Cells, from the menu bar."""
+def run_all_cells(driver, attempts=3, started_within=30):
+    """Run › Run All Cells, from the menu bar, until a cell shows it ran or is running.
+
+    A click on a menu that is still opening can be lost; it is repeated (up to
+    ``attempts`` times) when no prompt changes within ``started_within`` seconds.
+    """
     from selenium.webdriver.common.by import By
 
-    menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run")
-    menu.click()
-    entries = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-content .lm-Menu-item .lm-Menu-itemLabel")
-    next(entry for entry in entries if entry.text == "Run All Cells").click()
+    for attempt in range(attempts):
+        menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run")
+        menu.click()
+        entries = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-content .lm-Menu-item .lm-Menu-itemLabel")
+        next(entry for entry in entries if entry.text == "Run All Cells").click()
+        deadline = time.monotonic() + started_within
+        while time.monotonic() < deadline:
+            prompts = driver.execute_script(READ_NOTEBOOK)["prompts"]
+            if any(re.fullmatch(r"\[(\*|\d+)\]:", prompt) for prompt in prompts):
+                return
+            time.sleep(0.25)
+    raise AssertionError(f"Run All Cells started no cell in {attempts} tries")
 
 
 @pytest.mark.slow
