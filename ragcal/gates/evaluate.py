@@ -23,6 +23,7 @@ from .base import ACTIONS
 __all__ = [
     "answered_shares",
     "ALL_UNANSWERABLE",
+    "ALL_QUESTIONS",
     "gate_outcomes",
     "heldout_gates",
     "summarize_heldout_gates",
@@ -32,33 +33,67 @@ __all__ = [
 
 #: Name of the pooled unanswerable group in outcome tables.
 ALL_UNANSWERABLE = "all unanswerable"
+#: Name of the group of every question (support outcomes only).
+ALL_QUESTIONS = "all questions"
 
 
-def _groups(table: pd.DataFrame):
+def _groups(table: pd.DataFrame, *, everyone: bool = False):
     answerable = table["answerable"].to_numpy(dtype=bool)
     slices = table["slice"].to_numpy()
     groups = [("answerable", answerable)]
     groups += [(name, (slices == name) & ~answerable) for name in unanswerable_slices(table)]
     groups.append((ALL_UNANSWERABLE, ~answerable))
+    if everyone:
+        groups.append((ALL_QUESTIONS, np.ones(answerable.size, dtype=bool)))
     return groups
 
 
-def _counts(table, decisions, stages=()):
-    """``[(slice, outcome, k, n)]`` for actions, 'answered' and each stage."""
+def _counts(table, decisions, stages=(), supported=None):
+    """``[(slice, outcome, k, n)]`` for actions, 'answered', each stage and, with ``supported``, the support outcomes.
+
+    With ``supported`` (a boolean per row: answered with a gold passage), every
+    group also gets ``supported`` and ``unsupported`` (over the group) and
+    ``selective_risk`` (unsupported over the group's answers), and the group
+    ``all questions`` is added.
+    """
     action = decisions["action"].to_numpy(dtype=object)
     stage = decisions["stage"].to_numpy(dtype=object)
+    answered = action != "refuse"
+    if supported is not None:
+        supported = np.asarray(supported, dtype=bool) & answered
     rows = []
-    for name, mask in _groups(table):
+    for name, mask in _groups(table, everyone=supported is not None):
         n = int(mask.sum())
         for outcome in ACTIONS:
             rows.append((name, outcome, int((action[mask] == outcome).sum()), n))
-        rows.append((name, "answered", int((action[mask] != "refuse").sum()), n))
+        n_answered = int(answered[mask].sum())
+        rows.append((name, "answered", n_answered, n))
         for stage_name in stages:
             rows.append((name, f"stage:{stage_name}", int((stage[mask] == stage_name).sum()), n))
+        if supported is not None:
+            n_supported = int(supported[mask].sum())
+            rows.append((name, "supported", n_supported, n))
+            rows.append((name, "unsupported", n_answered - n_supported, n))
+            rows.append((name, "selective_risk", n_answered - n_supported, n_answered))
     return rows
 
 
-def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: float = 0.95) -> pd.DataFrame:
+def _supported(gate, decisions, results, gold) -> np.ndarray:
+    """Which rows the gate answers with a gold passage: :meth:`Gate.decide` on the answered rows only."""
+    from .support import supported_answers
+
+    answered = np.flatnonzero(decisions["action"].to_numpy(dtype=object) != "refuse")
+    supported = np.zeros(len(decisions), dtype=bool)
+    if answered.size:
+        supported[answered] = supported_answers(
+            [gate.decide(results[row]) for row in answered], [gold[row] for row in answered]
+        )
+    return supported
+
+
+def gate_outcomes(
+    table: pd.DataFrame, decisions: pd.DataFrame, *, supported=None, confidence: float = 0.95
+) -> pd.DataFrame:
     """Per-slice shares of each action, with exact binomial intervals.
 
     Parameters
@@ -67,6 +102,10 @@ def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: f
         Score table (``answerable``, ``slice``), aligned row for row with ``decisions``.
     decisions : DataFrame
         ``action`` and ``stage`` per row, from :meth:`Gate.decide_table`.
+    supported : array-like of bool, default=None
+        Per row: answered with a passage from a gold page
+        (:func:`ragcal.gates.support.supported_answers`). Adds the support
+        outcomes below.
 
     Returns
     -------
@@ -76,12 +115,18 @@ def gate_outcomes(table: pd.DataFrame, decisions: pd.DataFrame, *, confidence: f
         ``stage:<name>`` for every chain stage that appears. The ``refuse``
         share of ``all unanswerable`` is the abstention accuracy (seed 000),
         and ``answered`` of ``answerable`` the share of answerable questions kept.
+        With ``supported``: ``supported`` and ``unsupported`` answers (shares
+        of the slice) and ``selective_risk`` (unsupported over the slice's
+        answers, so ``n`` is the answers; NaN share when there are none), for
+        every slice and for ``all questions``.
     """
     table = check_score_table(table)
     if len(table) != len(decisions):
         raise ValueError(f"gate_outcomes: {len(table)} table rows but {len(decisions)} decisions")
+    if supported is not None and len(supported) != len(table):
+        raise ValueError(f"gate_outcomes: {len(table)} table rows but {len(supported)} support flags")
     stages = [name for name in pd.unique(decisions["stage"].dropna())]
-    frame = pd.DataFrame(_counts(table, decisions, stages), columns=["slice", "outcome", "k", "n"])
+    frame = pd.DataFrame(_counts(table, decisions, stages, supported), columns=["slice", "outcome", "k", "n"])
     low, high = clopper_pearson(frame["k"], frame["n"], confidence=confidence)
     frame["share"] = frame["k"] / frame["n"].where(frame["n"] > 0)  # NaN for an empty slice
     frame["low"], frame["high"] = low, high
@@ -121,7 +166,9 @@ def answered_shares(table: pd.DataFrame, gate, *, n_splits: int = 0, fit=None, r
     return in_sample, summary[summary["outcome"] == "answered"]
 
 
-def heldout_gates(table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, random_state=0) -> pd.DataFrame:
+def heldout_gates(
+    table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, random_state=0, results=None, gold=None
+) -> pd.DataFrame:
     """Fit each gate on the calibration half of every split and count its decisions on the other half.
 
     Parameters
@@ -134,6 +181,13 @@ def heldout_gates(table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, r
         Split ``i`` is :func:`ragcal.calibration.split_by_slice` with seed
         ``random_state + i``: the same splits as the threshold rules' held-out
         table, so the two can be compared split by split.
+    results : sequence of mapping, default=None
+        ``{retriever name: RetrievalResult}`` per table row. With ``gold``,
+        every held-out answer is decided in full (:meth:`Gate.decide`) to see
+        whether a gold passage is passed on, and the support outcomes of
+        :func:`gate_outcomes` are added.
+    gold : sequence of set of str, default=None
+        Gold pages per table row (empty for unanswerable questions).
 
     Returns
     -------
@@ -141,16 +195,24 @@ def heldout_gates(table: pd.DataFrame, fitters: dict, *, n_splits: int = 1000, r
         ``split, gate, slice, outcome, k, n`` (outcomes as in :func:`gate_outcomes`).
     """
     table = check_score_table(table).reset_index(drop=True)
+    if (results is None) != (gold is None):
+        raise ValueError("heldout_gates: give both results= and gold= (support needs the passages and the gold pages)")
+    if results is not None and not (len(results) == len(gold) == len(table)):
+        raise ValueError(f"heldout_gates: {len(table)} rows but {len(results)} result sets and {len(gold)} gold sets")
     slices = table["slice"].to_numpy()
     rows = []
     for split in range(n_splits):
         calibration = split_by_slice(slices, random_state=random_state + split)
         fitting, evaluation = table[calibration], table[~calibration].reset_index(drop=True)
+        held = np.flatnonzero(~calibration)
         for name, fit in fitters.items():
             gate = fit(fitting)
             decisions = gate.decide_table(evaluation)
             stages = [stage.name for stage in getattr(gate, "stages", ())]
-            rows += [(split, name, *row) for row in _counts(evaluation, decisions, stages)]
+            supported = None
+            if results is not None:
+                supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
+            rows += [(split, name, *row) for row in _counts(evaluation, decisions, stages, supported)]
     return pd.DataFrame(rows, columns=["split", "gate", "slice", "outcome", "k", "n"])
 
 

@@ -10,7 +10,8 @@ Gates compared (all on the bundled corpus's score table):
 
 Every number is held out: each gate is fitted on the calibration half of each
 of the 1,000 stratified splits that the threshold rules use, and counted on the
-other half. Split 0 (the published protocol) also gets exact binomial
+other half, including whether each answer passes a gold passage on
+(supported answers, unsupported answers and selective risk). Split 0 (the published protocol) also gets exact binomial
 intervals. Passage metrics come from the first ``n_passage_splits`` splits.
 """
 
@@ -30,11 +31,13 @@ from ..gates import (
     fit_threshold_gate,
     floor_gap_sweep,
     gate_outcomes,
+    gold_pages,
     heldout_gates,
     paired_differences,
     passage_metrics,
     save_gate,
     summarize_heldout_gates,
+    supported_answers,
 )
 
 __all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates"]
@@ -60,13 +63,16 @@ def _file_name(gate_name: str) -> str:
     return gate_name.replace(" ", "_").replace("@", "").replace(".", "") + ".json"
 
 
-def _split_zero(table: pd.DataFrame, fitters: dict, random_state) -> pd.DataFrame:
+def _split_zero(table: pd.DataFrame, fitters: dict, random_state, results, gold) -> pd.DataFrame:
     calibration = split_by_slice(table["slice"].to_numpy(), random_state=random_state)
     evaluation = table[~calibration].reset_index(drop=True)
+    held = np.flatnonzero(~calibration)
     frames = []
     for name, fit in fitters.items():
         gate = fit(table[calibration])
-        frames.append(gate_outcomes(evaluation, gate.decide_table(evaluation)).assign(gate=name))
+        decisions = gate.decide_table(evaluation)
+        supported = supported_answers([gate.decide(results[row]) for row in held], [gold[row] for row in held])
+        frames.append(gate_outcomes(evaluation, decisions, supported=supported).assign(gate=name))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -119,9 +125,13 @@ def evaluate_gates(
     """
     results_dir = Path(results_dir)
     fitters = gate_fitters(rules)
-    heldout = heldout_gates(table, fitters, n_splits=n_splits, random_state=random_state)
+    table = table.reset_index(drop=True)
+    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(table))]
+    gold = gold_pages(queries)
+    heldout = heldout_gates(table, fitters, n_splits=n_splits, random_state=random_state, results=results, gold=gold)
     summary = summarize_heldout_gates(heldout)
-    first = _split_zero(table, fitters, random_state)[["gate", "slice", "outcome", "k", "n", "share", "low", "high"]]
+    first = _split_zero(table, fitters, random_state, results, gold)
+    first = first[["gate", "slice", "outcome", "k", "n", "share", "low", "high"]]
     first = first.rename(columns={column: f"split0_{column}" for column in ("k", "n", "share", "low", "high")})
     gates = summary.rename(columns={column: f"heldout_{column}" for column in summary.columns[3:]}).merge(
         first, on=["gate", "slice", "outcome"], how="left"

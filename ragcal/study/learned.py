@@ -35,7 +35,7 @@ from sklearn.metrics import roc_auc_score
 from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..gates import fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
-from ..gates.evaluate import ALL_UNANSWERABLE, _counts
+from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _supported
 from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore
 from ..score_tables import check_score_table, unanswerable_slices
 from ..signals import SIGNALS
@@ -58,13 +58,17 @@ BASELINE_SIGNAL = "dense_top1"
 #: Splits of ``make reproduce`` (at most this many). The full 1,000 took about 4 minutes per bundled corpus on two
 #: busy cores (three signal sets, a 5-fold out-of-fold threshold each); lower it here if that is too slow.
 LEARNED_SPLITS = 1000
-#: (slice, outcome) pairs with a paired difference; higher is better for each.
+#: (slice, outcome) pairs with a paired difference; higher is better for each except :data:`LOWER_IS_BETTER`.
 COMPARED_OUTCOMES = (
     ("answerable", "answered"),
     ("near-domain", "refuse"),
     ("unrelated", "refuse"),
     (ALL_UNANSWERABLE, "refuse"),
+    ("answerable", "supported"),
+    ("all questions", "selective_risk"),
 )
+#: Outcomes where a lower share is better (``better`` and the verdict say so).
+LOWER_IS_BETTER = ("selective_risk", "unsupported")
 
 
 def baseline_gate_name(signal: str = BASELINE_SIGNAL) -> str:
@@ -108,6 +112,8 @@ def heldout_learned(
     n_folds: int = 5,
     estimator=None,
     random_state=0,
+    results=None,
+    gold=None,
 ) -> dict:
     """Nested held-out evaluation of learned gates against one threshold on ``baseline``.
 
@@ -119,6 +125,9 @@ def heldout_learned(
         ``{name: signals}``; gate ``learned <name>`` per entry.
     n_splits : int, default=LEARNED_SPLITS
         Split ``i`` uses seed ``random_state + i`` (the splits of every other held-out table).
+    results, gold : sequence, default=None
+        Retrieval results and gold pages per row: add the support outcomes
+        (as :func:`ragcal.gates.heldout_gates`).
 
     Returns
     -------
@@ -146,9 +155,13 @@ def heldout_learned(
             gates[f"learned {name}"] = fit_learned_gate(
                 fitting, rule, signals=signals, estimator=estimator, n_folds=n_folds, random_state=random_state + split
             )
+        held = np.flatnonzero(~calibration)
         for gate_name, gate in gates.items():
             decisions = gate.decide_table(evaluation)
-            outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions)]
+            supported = None
+            if results is not None:
+                supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
+            outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions, (), supported)]
             scores = decisions["score"].to_numpy(dtype=float)
             keep = ~np.isnan(scores)
             oriented = scores if (gate_name != baseline_gate_name(baseline) or higher) else -scores
@@ -191,17 +204,27 @@ def _verdict(low: float, high: float, mean: float = 0.0) -> str:
     return "cannot be told apart"
 
 
-def _paired(values: pd.Series, baseline: pd.Series, *, is_baseline: bool) -> dict:
-    """Percentiles of ``values`` over splits, and of their paired difference against ``baseline``, with a verdict."""
+def _paired(values: pd.Series, baseline: pd.Series, *, is_baseline: bool, lower_is_better: bool = False) -> dict:
+    """Percentiles of ``values`` over splits, and of their paired difference against ``baseline``, with a verdict.
+
+    ``better`` is the share of splits where the gate beats the baseline: a
+    higher share, or a lower one with ``lower_is_better``.
+    """
     difference = values - baseline
     spread = _percentiles(difference)
+    if lower_is_better:
+        better = float((difference < 0).mean())
+        verdict = _verdict(-spread["high"], -spread["low"], -spread["mean"])
+    else:
+        better = float((difference > 0).mean())
+        verdict = _verdict(spread["low"], spread["high"], spread["mean"])
     return {
         **_percentiles(values),
         "difference": spread["mean"],
         "difference_low": spread["low"],
         "difference_high": spread["high"],
-        "better": float((difference > 0).mean()),
-        "verdict": "baseline" if is_baseline else _verdict(spread["low"], spread["high"], spread["mean"]),
+        "better": better,
+        "verdict": "baseline" if is_baseline else verdict,
     }
 
 
@@ -236,11 +259,13 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
         if slice_name not in present:
             continue
         selected = shares[(shares["slice"] == slice_name) & (shares["outcome"] == outcome)]
+        if selected.empty:  # support outcomes need the runs and gold pages
+            continue
         table = selected.pivot(index="split", columns="gate", values="share")
         for gate in table.columns:
             rows.append(
                 {"gate": gate, "slice": slice_name, "outcome": outcome}
-                | _paired(table[gate], table[base], is_baseline=gate == base)
+                | _paired(table[gate], table[base], is_baseline=gate == base, lower_is_better=outcome in LOWER_IS_BETTER)
             )
     outcome_summary = pd.DataFrame(rows)
 
@@ -259,7 +284,14 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
 
 
 def evaluate_learned_gates(
-    table: pd.DataFrame, results_dir, *, n_splits: int = LEARNED_SPLITS, random_state=0, log=print
+    table: pd.DataFrame,
+    results_dir,
+    *,
+    n_splits: int = LEARNED_SPLITS,
+    random_state=0,
+    results=None,
+    gold=None,
+    log=print,
 ) -> dict:
     """Write ``learned_auc.csv``, ``learned_gate.csv`` and ``learned_coefficients.csv``; return the summaries.
 
@@ -267,7 +299,7 @@ def evaluate_learned_gates(
     """
     results_dir = Path(results_dir)
     sets = candidate_sets(table)
-    heldout = heldout_learned(table, sets, n_splits=n_splits, random_state=random_state)
+    heldout = heldout_learned(table, sets, n_splits=n_splits, random_state=random_state, results=results, gold=gold)
     summary = summarize_learned(heldout)
     for name, frame in (
         ("learned_auc", summary["auc"]),

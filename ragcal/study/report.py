@@ -429,7 +429,10 @@ def gates_section(
 ) -> str:
     """Held-out gate outcomes per slice, the comparison at 95% answerable kept, and the passages passed on."""
     names = list(dict.fromkeys(gates["gate"]))
-    slices = [name for name in dict.fromkeys(gates["slice"]) if name not in ("answerable", "all unanswerable")]
+    slices = [
+        name for name in dict.fromkeys(gates["slice"]) if name not in ("answerable", "all unanswerable", "all questions")
+    ]
+    with_support = (gates["outcome"] == "selective_risk").any()
     lines = [
         "## Gates: answer, hedge or refuse",
         "",
@@ -451,6 +454,28 @@ def gates_section(
         record["split 0: abstention, exact 95% CI"] = _split_zero(gates, name, "all unanswerable", "refuse")
         rows.append(record)
     lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+    if with_support:
+        lines += [
+            "**Supported answers.** An answer is *supported* when the question is answerable and a passage passed on "
+            "comes from a gold page; every other answer (an unanswerable question answered, or an answerable one "
+            "answered from the wrong pages) is *unsupported*. *Selective risk* is unsupported answers over answers. "
+            "Same splits and cells as above; split 0 with exact (Clopper-Pearson) 95% intervals.",
+            "",
+        ]
+        support_rows = []
+        for name in names:
+            support_rows.append(
+                {
+                    "gate": name,
+                    "answered (all questions)": _held(gates, name, "all questions", "answered"),
+                    "answerable: supported": _held(gates, name, "answerable", "supported"),
+                    "answerable: answered, no gold passed on": _held(gates, name, "answerable", "unsupported"),
+                    "unsupported (all questions)": _held(gates, name, "all questions", "unsupported"),
+                    "selective risk": _held(gates, name, "all questions", "selective_risk"),
+                    "split 0: selective risk, exact 95% CI": _split_zero(gates, name, "all questions", "selective_risk"),
+                }
+            )
+        lines += [pd.DataFrame(support_rows).to_markdown(index=False), ""]
     stages = gates[gates["outcome"].str.startswith("stage:")]
     if not stages.empty:
         chain_rows = []

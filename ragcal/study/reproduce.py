@@ -64,6 +64,7 @@ from .report import (
     sweep_section,
 )
 from .rerank import rerank_aucs, rerank_section
+from .selective import evaluate_selective, selective_section, support_inputs
 
 __all__ = ["reproduce", "reproduce_corpus", "chunking_paragraph"]
 
@@ -200,7 +201,20 @@ def reproduce_corpus(
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
-    learned = evaluate_learned_gates(table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), log=log)
+    results_per_row, gold = support_inputs(queries, retrieved)
+    learned = evaluate_learned_gates(
+        table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), results=results_per_row, gold=gold, log=log
+    )
+    selective = evaluate_selective(
+        table,
+        queries,
+        retrieved,
+        results_dir,
+        gate_heldout=gate_tables["heldout_gates"],
+        provenance=config,
+        n_splits=n_splits,
+        log=log,
+    )
 
     rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
     atomic_write_text(results_dir / "rerank_auc.csv", rerank_auc.to_csv(index=False, float_format="%.4f"))
@@ -262,6 +276,15 @@ def reproduce_corpus(
             rule=LEARNED_RULE,
             default_signals=DEFAULT_LEARNED_SIGNALS,
         ),
+        selective_section(
+            selective["risk_coverage_summary"],
+            selective["risk_coverage"],
+            selective["certified_gates"],
+            selective["guarantees"],
+            certificate=selective["certificate"],
+            n_splits=n_splits,
+            gate_json=selective["certified_gate_json"],
+        ),
         rerank_section(rerank_auc, rerank_description),
     ]
     if access is not None:
@@ -307,6 +330,7 @@ def reproduce_corpus(
         **calibration,
         **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
         "learned": learned,
+        "selective": selective,
     }
 
 

@@ -1,0 +1,381 @@
+"""The selective-risk part of ``make reproduce``: risk-coverage of every signal, certified gates, guarantees held out.
+
+- ``risk_coverage.csv``: the curve of every signal (a :class:`~ragcal.gates.ThresholdGate`
+  on it, passages cut as the gate cuts them) and the held-out operating point
+  of every gate;
+- ``risk_coverage_summary.csv``: AURC, E-AURC and AUGRC of every signal with
+  stratified bootstrap intervals, and the paired difference against
+  ``dense_top1`` on the same resamples;
+- ``certified_gates.csv``: the Learn-then-Test gates of :func:`certified_fitters`,
+  held out per slice like ``gates.csv`` (support outcomes included);
+- ``guarantees.csv``: over the same splits, how often each certified bound held
+  on the held-out half, beside its nominal level;
+- ``certificate.csv`` and ``gates/threshold_risk_guarantee02.json``: the
+  selective-risk gate fitted on every labeled question, and what was tested.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import partial
+from pathlib import Path
+
+import pandas as pd
+
+from .._io import atomic_write_text
+from ..calibration import parse_rule
+from ..gates import (
+    certify_floor_gap,
+    certify_learned_gate,
+    certify_threshold_gate,
+    gold_pages,
+    heldout_gates,
+    save_gate,
+    signal_support,
+    summarize_heldout_gates,
+    support_levels,
+)
+from ..metrics.selective import paired_selective_difference, risk_coverage, selective_summary
+from ..score_tables import signal_columns
+from ..signals import SIGNALS
+
+__all__ = [
+    "SUPPORT_COLUMN",
+    "BASELINE_SIGNAL",
+    "DELTA",
+    "CERTIFIED_GATES",
+    "support_inputs",
+    "certified_fitters",
+    "risk_coverage_tables",
+    "guarantee_check",
+    "evaluate_selective",
+    "selective_section",
+]
+
+#: Column (added to the study's copy of the score table, never written to scores.csv) with the dense support level.
+SUPPORT_COLUMN = "support_level_dense"
+#: Signal every other one is compared with.
+BASELINE_SIGNAL = "dense_top1"
+#: 1 - confidence of every certified bound.
+DELTA = 0.1
+#: Certified gates: name -> (kind, rules).
+CERTIFIED_GATES = {
+    "threshold risk_guarantee@0.2": ("threshold", ("risk_guarantee@0.2",)),
+    "threshold risk_guarantee@0.3": ("threshold", ("risk_guarantee@0.3",)),
+    "threshold unsupported_guarantee@0.1": ("threshold", ("unsupported_guarantee@0.1",)),
+    "threshold recall@0.9 + false_answer@0.2": ("threshold", ("recall_guarantee@0.9", "false_answer_guarantee@0.2")),
+    "floor-gap risk_guarantee@0.2": ("floor_gap", ("risk_guarantee@0.2",)),
+    "learned risk_guarantee@0.2": ("learned", ("risk_guarantee@0.2",)),
+}
+#: The gate fitted on every question and saved, with its certificate.
+SAVED_GATE = "threshold risk_guarantee@0.2"
+
+
+def support_inputs(queries: pd.DataFrame, retrieved: dict):
+    """Per-row ``{retriever: RetrievalResult}`` and gold pages, aligned with the score table."""
+    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(queries))]
+    return results, gold_pages(queries)
+
+
+def _certify(table, kind, rules, delta):
+    support = table[SUPPORT_COLUMN].to_numpy(dtype=float)
+    if kind == "threshold":
+        return certify_threshold_gate(table, BASELINE_SIGNAL, list(rules), support=support, delta=delta)
+    if kind == "floor_gap":
+        return certify_floor_gap(table, list(rules), support=support, delta=delta)
+    return certify_learned_gate(table, list(rules), support=support, delta=delta)
+
+
+def _fit(table, kind, rules, delta):
+    return _certify(table, kind, rules, delta)[0]
+
+
+def certified_fitters(delta: float = DELTA) -> dict:
+    """``{gate name: fit(table) -> Gate}``; the table needs :data:`SUPPORT_COLUMN`."""
+    return {name: partial(_fit, kind=kind, rules=rules, delta=delta) for name, (kind, rules) in CERTIFIED_GATES.items()}
+
+
+def _signals(table):
+    return [name for name in signal_columns(table) if name in SIGNALS and table[name].notna().any()]
+
+
+def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, random_state=0):
+    """Curves and areas (with intervals and paired differences against :data:`BASELINE_SIGNAL`) of every signal.
+
+    Returns
+    -------
+    curves : DataFrame
+        ``kind, name, threshold, answered, supported, unsupported, coverage, risk, generalized_risk``.
+    summary : DataFrame
+        ``name, measure, value, low, high, difference, difference_low, difference_high, lower, rank`` (rank by AURC).
+    """
+    strata = table["slice"].to_numpy()
+    curves, rows = [], []
+    inputs = {}
+    for name in _signals(table):
+        higher = SIGNALS[name].higher_is_answerable
+        levels = signal_support(results, gold, name)
+        if not higher:
+            levels = levels > -math.inf  # only the top passage is passed on: supported or not, at any threshold
+        scores = table[name].to_numpy(dtype=float)
+        inputs[name] = (scores, levels, higher)
+        curves.append(risk_coverage(scores, levels, higher_is_answerable=higher).assign(kind="signal", name=name))
+    baseline = inputs[BASELINE_SIGNAL]
+    for name, (scores, levels, higher) in inputs.items():
+        summary = selective_summary(
+            scores, levels, strata=strata, higher_is_answerable=higher, n_resamples=n_resamples, random_state=random_state
+        )
+        paired = paired_selective_difference(
+            (scores, levels, higher), baseline, strata=strata, n_resamples=n_resamples, random_state=random_state
+        )
+        merged = summary.merge(
+            paired.rename(columns={"low": "difference_low", "high": "difference_high"}), on="measure"
+        )
+        rows.append(merged.assign(name=name))
+    summary = pd.concat(rows, ignore_index=True)
+    aurc = summary[summary["measure"] == "aurc"].set_index("name")["value"]
+    summary["rank"] = summary["name"].map(aurc.rank(method="min").astype(int))
+    summary = summary.sort_values(["rank", "name", "measure"], kind="stable").reset_index(drop=True)
+    columns = ["name", "measure", "value", "low", "high", "difference", "difference_low", "difference_high", "lower", "rank"]
+    curves = pd.concat(curves, ignore_index=True)
+    front = ["kind", "name"]
+    return curves[front + [c for c in curves.columns if c not in front]], summary[columns]
+
+
+def _held_out_rate(heldout, slice_name, outcome):
+    selected = heldout[(heldout["slice"] == slice_name) & (heldout["outcome"] == outcome)]
+    return selected.assign(rate=selected["k"] / selected["n"].where(selected["n"] > 0)).set_index(["gate", "split"])[
+        "rate"
+    ]
+
+
+def guarantee_check(heldout: pd.DataFrame, *, delta: float = DELTA) -> pd.DataFrame:
+    """How often each certified bound held on the held-out half of each split.
+
+    A held-out half is a finite sample too: a bound that holds for the
+    population is still exceeded on some halves by chance, so the share of
+    halves within the bound is a rough check, not the guarantee itself (the
+    simulation tests check that).
+
+    Returns
+    -------
+    DataFrame
+        ``gate, rule, bound, nominal, held, certified_splits, splits``:
+        ``held`` is the share of the splits in which something was certified
+        (elsewhere the gate refuses everything and the guarantee says nothing)
+        whose held-out half is within the bound.
+    """
+    answered = _held_out_rate(heldout, "all questions", "answered")
+    rates = {
+        "recall_guarantee": _held_out_rate(heldout, "answerable", "answered"),
+        "false_answer_guarantee": _held_out_rate(heldout, "all unanswerable", "answered"),
+        "risk_guarantee": _held_out_rate(heldout, "all questions", "selective_risk"),
+        "unsupported_guarantee": _held_out_rate(heldout, "all questions", "unsupported"),
+    }
+    rows = []
+    for gate, (_, rules) in CERTIFIED_GATES.items():
+        if gate not in set(heldout["gate"]):
+            continue
+        certified = answered.loc[gate] > 0  # nothing certified: the gate refuses everything
+        for rule in rules:
+            name, value = parse_rule(rule)
+            rate = rates[name].loc[gate][certified]
+            if name == "recall_guarantee":
+                held = rate >= value
+            else:
+                held = rate.isna() | (rate <= value)  # nothing answered on the half: no unsupported answer
+            rows.append(
+                {
+                    "gate": gate,
+                    "rule": rule,
+                    "bound": value,
+                    "nominal": 1 - delta,
+                    "held": float(held.mean()) if held.size else math.nan,
+                    "certified_splits": int(certified.sum()),
+                    "splits": int(certified.size),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _gate_points(heldout_summary: pd.DataFrame) -> pd.DataFrame:
+    """Held-out coverage and selective risk of each gate (mean, 2.5th and 97.5th percentile over splits)."""
+    rows = []
+    for gate, group in heldout_summary.groupby("gate", sort=False):
+        coverage = group[(group["slice"] == "all questions") & (group["outcome"] == "answered")]
+        risk = group[(group["slice"] == "all questions") & (group["outcome"] == "selective_risk")]
+        if coverage.empty or risk.empty:
+            continue
+        rows.append(
+            {
+                "kind": "gate",
+                "name": gate,
+                "coverage": float(coverage["mean"].iloc[0]),
+                "coverage_low": float(coverage["p2.5"].iloc[0]),
+                "coverage_high": float(coverage["p97.5"].iloc[0]),
+                "risk": float(risk["mean"].iloc[0]),
+                "risk_low": float(risk["p2.5"].iloc[0]),
+                "risk_high": float(risk["p97.5"].iloc[0]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def evaluate_selective(
+    table: pd.DataFrame,
+    queries: pd.DataFrame,
+    retrieved: dict,
+    results_dir,
+    *,
+    gate_heldout: pd.DataFrame,
+    provenance: dict,
+    n_splits: int = 1000,
+    n_resamples: int = 2000,
+    random_state=0,
+    log=print,
+) -> dict:
+    """Write the files of the module docstring; return their tables.
+
+    ``gate_heldout`` is :func:`ragcal.gates.heldout_gates` of the study's other
+    gates with support outcomes: their operating points join the curves.
+    """
+    results_dir = Path(results_dir)
+    results, gold = support_inputs(queries, retrieved)
+    table = table.reset_index(drop=True).assign(**{SUPPORT_COLUMN: support_levels(results, gold, "dense")})
+    curves, summary = risk_coverage_tables(table, results, gold, n_resamples=n_resamples, random_state=random_state)
+    certified_heldout = heldout_gates(
+        table, certified_fitters(), n_splits=n_splits, random_state=random_state, results=results, gold=gold
+    )
+    certified = summarize_heldout_gates(certified_heldout)
+    points = _gate_points(pd.concat([summarize_heldout_gates(gate_heldout), certified], ignore_index=True))
+    curves = pd.concat([curves, points], ignore_index=True)
+    guarantees = guarantee_check(certified_heldout)
+    kind, rules = CERTIFIED_GATES[SAVED_GATE]
+    gate, certificate = _certify(table, kind, rules, DELTA)
+    save_gate(
+        results_dir / "gates" / "threshold_risk_guarantee02.json",
+        gate,
+        rule=" + ".join(rules),
+        fitted={
+            "n_calibration": len(table),
+            "note": "fitted on every labeled question, for use",
+            "certificate": certificate.summary(),
+        },
+        provenance=provenance,
+    )
+    for name, frame in (
+        ("risk_coverage", curves),
+        ("risk_coverage_summary", summary),
+        ("certified_gates", certified),
+        ("guarantees", guarantees),
+        ("certificate", certificate.candidates),
+    ):
+        atomic_write_text(results_dir / f"{name}.csv", frame.to_csv(index=False, float_format="%.4f"))
+        log(f"wrote {results_dir / name}.csv")
+    return {
+        "risk_coverage": curves,
+        "risk_coverage_summary": summary,
+        "certified_gates": certified,
+        "certified_heldout": certified_heldout,
+        "guarantees": guarantees,
+        "certificate": certificate,
+        "certified_gate": gate,
+        "certified_gate_json": json.dumps(gate.to_dict()),
+    }
+
+
+def _cell(value, low, high, percent=False):
+    if pd.isna(value):
+        return "n/a"
+    if percent:
+        return f"{value:.0%} ({low:.0%} to {high:.0%})"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def selective_section(
+    summary: pd.DataFrame,
+    curves: pd.DataFrame,
+    certified: pd.DataFrame,
+    guarantees: pd.DataFrame,
+    *,
+    certificate,
+    n_splits: int,
+    gate_json: str,
+) -> str:
+    """Markdown: signals ranked by AURC with intervals, gates' operating points, certified gates and their checks."""
+    wide = summary.pivot(index="name", columns="measure")
+    order = summary.drop_duplicates("name").sort_values("rank")["name"]
+    rows = []
+    for name in order:
+        row = wide.loc[name]
+        rows.append(
+            {
+                "rank": int(row[("rank", "aurc")]),
+                "signal": name,
+                "AURC [95% CI]": _cell(row[("value", "aurc")], row[("low", "aurc")], row[("high", "aurc")]),
+                "E-AURC": _cell(row[("value", "e_aurc")], row[("low", "e_aurc")], row[("high", "e_aurc")]),
+                "AUGRC": _cell(row[("value", "augrc")], row[("low", "augrc")], row[("high", "augrc")]),
+                f"AURC minus {BASELINE_SIGNAL}": _cell(
+                    row[("difference", "aurc")], row[("difference_low", "aurc")], row[("difference_high", "aurc")]
+                ),
+            }
+        )
+    points = curves[curves["kind"] == "gate"]
+    point_rows = [
+        {
+            "gate": point.name,
+            "coverage (all questions)": _cell(point.coverage, point.coverage_low, point.coverage_high, percent=True),
+            "selective risk": _cell(point.risk, point.risk_low, point.risk_high, percent=True),
+        }
+        for point in points.itertuples()
+    ]
+    check_rows = [
+        {
+            "gate": row.gate,
+            "bound": row.rule,
+            "nominal": f"{row.nominal:.0%}",
+            "certified in": f"{row.certified_splits} of {row.splits} splits",
+            "held on the held-out half (certified splits)": "n/a" if pd.isna(row.held) else f"{row.held:.1%}",
+        }
+        for row in guarantees.itertuples()
+    ]
+    lines = [
+        "## Selective risk: supported answers and risk-coverage",
+        "",
+        "An answer is *supported* when the question is answerable and a passage passed on comes from a gold page. "
+        "*Coverage* is the share of all questions answered; *selective risk* the share of answers that are "
+        "unsupported. Each signal's curve is a `ThresholdGate` on it swept over every distinct score, passages cut "
+        "as that gate cuts them (`results/risk_coverage.csv`). Areas (lower is better): AURC (Geifman & El-Yaniv "
+        "2017), E-AURC (AURC minus that of the oracle ordering of the same questions) and AUGRC (Traub et al. "
+        "2024); 95% stratified bootstrap intervals (2,000 resamples by slice, seed 0), and the paired difference "
+        f"against `{BASELINE_SIGNAL}` on the same resamples. In-sample: no threshold is fitted here.",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+        "",
+        f"Gates at their fitted operating point, held out over {n_splits:,} splits (mean, 2.5th to 97.5th "
+        "percentile over splits). They are single points, so they carry no area.",
+        "",
+        pd.DataFrame(point_rows).to_markdown(index=False),
+        "",
+        "### Certified gates (Learn-then-Test)",
+        "",
+        f"Each gate is certified on the calibration half of every split (delta {DELTA}: every bound holds with "
+        "probability at least 90% over the calibration draw) and counted on the other half. A held-out half is "
+        "itself a sample of about 95 questions, so a bound that holds for the population is still exceeded on some "
+        "halves by chance; the share of halves within the bound is a rough check beside the nominal level "
+        "(the simulation tests check the guarantee itself). When no candidate is certified the gate refuses "
+        "everything and the guarantee says nothing, so the check counts the splits where something was certified. "
+        "The learned gate fits its model on half of each calibration half and certifies on the other quarter of "
+        "the questions.",
+        "",
+        pd.DataFrame(check_rows).to_markdown(index=False),
+        "",
+        f"Fitted on every labeled question and saved as `gates/threshold_risk_guarantee02.json`: `{gate_json}`.",
+        "",
+        "```",
+        certificate.summary(),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
