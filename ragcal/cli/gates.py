@@ -54,6 +54,16 @@ def add_parsers(commands) -> None:
     fit_gate.add_argument("--delta", type=float, default=0.1, help="1 - confidence of the guarantee rules")
     fit_gate.add_argument("--lower-is-answerable", action="store_true", help="the signal is low for answerable queries")
     fit_gate.add_argument("--heldout", type=int, default=0, metavar="N", help="also report N held-out half splits")
+    fit_gate.add_argument(
+        "--runs",
+        type=Path,
+        default=None,
+        help="folder of TREC runs from `ragcal score --runs`: with --queries, report supported answers and "
+        "selective risk, and allow the rules risk_guarantee@a and unsupported_guarantee@a (threshold gate)",
+    )
+    fit_gate.add_argument(
+        "--queries", type=Path, default=None, help="the labeled query CSV the table was scored from (gold pages)"
+    )
     add_rerank_options(fit_gate, depth=False)
     fit_gate.add_argument(
         "--learned",
@@ -111,8 +121,8 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 
 
 def run_fit_gate(args) -> None:
-    from ..calibration import parse_rule
-    from ..gates import answered_shares, fit_gate, gate_columns, save_gate
+    from ..calibration import SUPPORT_RULES, parse_rule
+    from ..gates import answered_shares, fit_gate, gate_columns, save_gate, signal_support
     from ..score_tables import check_score_table, provenance_path, read_csv_table, read_provenance
 
     if args.learned:
@@ -161,6 +171,16 @@ def run_fit_gate(args) -> None:
         return fit_gate(table, kind, args.rule, **options)
 
     table = check_score_table(read_csv_table(args.scores), gate_columns(kind, **options), source=str(args.scores))
+    support = _support_inputs(args, table)
+    if parse_rule(args.rule)[0] in SUPPORT_RULES:
+        if support is None:
+            raise ValueError(f"{args.rule} needs to know which answers are supported: give --runs and --queries")
+        if kind != "threshold":
+            raise ValueError(
+                f"{args.rule} on the command line fits a threshold gate; for floor-gap and learned gates use "
+                "ragcal.gates.certify_floor_gap / certify_learned_gate"
+            )
+        options["support"] = signal_support(*support, args.signal)
     gate = fit(table)
     if provenance is None:
         print(
@@ -202,6 +222,53 @@ def run_fit_gate(args) -> None:
         print(f"answered per slice, held out over {args.heldout} stratified half splits (mean, 5th-95th percentile):")
         for row in heldout.itertuples():
             print(f"  {row.slice:<20} {row.mean:6.1%}  [{row.p5:.1%}, {row.p95:.1%}]")
+    if support is not None:
+        _print_support(table, gate, support)
+
+
+def _support_inputs(args, table):
+    """(results per row, gold pages per row) from --runs and --queries; None without them."""
+    if args.runs is None and args.queries is None:
+        return None
+    if args.runs is None or args.queries is None:
+        raise ValueError("--runs and --queries go together: support needs the passages and the gold pages")
+    from ..gates.support import gold_pages, results_from_runs
+    from ..queries import load_queries
+
+    queries = load_queries(args.queries).set_index("id")
+    missing = [query_id for query_id in table["id"] if query_id not in queries.index]
+    if missing:
+        raise ValueError(f"{args.queries}: no row for {len(missing)} question(s) of {args.scores}, e.g. {missing[:3]}")
+    ordered = queries.loc[list(table["id"])].reset_index()
+    return results_from_runs(args.runs, table["id"]), gold_pages(ordered)
+
+
+def _print_support(table, gate, support) -> None:
+    """Supported answers and selective risk per slice (in-sample), for the gates whose cut a level describes."""
+    import math
+
+    from ..gates import FloorGapGate, ThresholdGate, gate_outcomes
+    from ..gates.support import signal_support, support_levels
+
+    results, gold = support
+    decisions = gate.decide_table(table)
+    answered = decisions["action"].ne("refuse").to_numpy()
+    if isinstance(gate, ThresholdGate) and gate.passages_from is None and gate.passage_floor is None:
+        levels = signal_support(results, gold, gate.signal, max_passages=gate.max_passages)
+        bar = gate.threshold if gate.higher_is_answerable else -math.inf
+        supported = answered & (levels >= bar) if gate.higher_is_answerable else answered & (levels > -math.inf)
+    elif isinstance(gate, FloorGapGate):
+        levels = support_levels(results, gold, gate.retriever, max_passages=gate.max_passages)
+        supported = answered & (levels >= gate.floor)
+    else:
+        print(f"supported answers: not computed for a {gate.type} gate from runs alone (see ragcal.gates.heldout_gates)")
+        return
+    outcomes = gate_outcomes(table, decisions, supported=supported)
+    print("supported answers and selective risk (in-sample; exact 95% intervals):")
+    for row in outcomes[outcomes["outcome"].isin(["supported", "unsupported", "selective_risk"])].itertuples():
+        share = "   n/a" if row.n == 0 else f"{row.share:6.1%}"
+        interval = "" if row.n == 0 else f"  [{row.low:.1%}, {row.high:.1%}]"
+        print(f"  {row.slice:<20} {row.outcome:<15} {share}  ({row.k}/{row.n}){interval}")
 
 
 def _ask_queries(args):

@@ -69,6 +69,7 @@ def fit_threshold_gate(
     hedge_rule: str | None = None,
     higher_is_answerable: bool | None = None,
     delta: float = 0.1,
+    support=None,
     **gate_options,
 ) -> ThresholdGate:
     """A :class:`ThresholdGate` whose threshold is ``rule`` fitted on ``table``.
@@ -87,13 +88,16 @@ def fit_threshold_gate(
         The registry's direction for the signal when None.
     delta : float, default=0.1
         For the guarantee rules.
+    support : array-like of float, default=None
+        Support levels per row (:func:`ragcal.gates.support.signal_support`),
+        for ``risk_guarantee@`` and ``unsupported_guarantee@``.
     **gate_options
         Passed to :class:`ThresholdGate` (``passages_from``, ``max_passages``, ...).
     """
     table = check_score_table(table, [signal])
     higher = get_signal(signal).higher_is_answerable if higher_is_answerable is None else higher_is_answerable
     scores, answerable = table[signal], table["answerable"]
-    threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher, delta=delta)
+    threshold = fit_threshold(rule, scores, answerable, higher_is_answerable=higher, delta=delta, support=support)
     if zero_means_no_match(signal) and higher:
         # BM25's top score is 0 when nothing matched: a gate must at least need one match.
         threshold = max(threshold, np.nextafter(0.0, 1.0))
@@ -265,7 +269,7 @@ def fit_default_chain(
     )
 
 
-def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable, delta, max_passages, **_):
+def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable, delta, max_passages, support, **_):
     return fit_threshold_gate(
         table,
         signal,
@@ -274,6 +278,7 @@ def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable
         higher_is_answerable=higher_is_answerable,
         delta=delta,
         max_passages=max_passages,
+        support=support,
     )
 
 
@@ -325,6 +330,7 @@ def _gate_options(options: dict) -> dict:
         "max_passages": 10,
         "retriever": "dense",
         "use_reranker": None,
+        "support": None,
     }
     unknown = sorted(set(options) - set(defaults))
     if unknown:

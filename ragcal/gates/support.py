@@ -27,7 +27,7 @@ import numpy as np
 from ..chunking import page_of
 from ..signals import get_signal
 
-__all__ = ["supported_answers", "support_levels", "signal_support", "gold_pages"]
+__all__ = ["supported_answers", "support_levels", "signal_support", "gold_pages", "results_from_runs"]
 
 
 def gold_pages(queries) -> list[frozenset]:
@@ -109,3 +109,36 @@ def signal_support(results, gold, signal: str, *, max_passages: int | None = 10)
         return support_levels(results, gold, retriever, max_passages=max_passages)
     top_gold = support_levels(results, gold, retriever, max_passages=1) > -math.inf
     return np.where(top_gold, math.inf, -math.inf)
+
+
+def results_from_runs(runs_dir, query_ids) -> list[dict]:
+    """``{retriever: RetrievalResult}`` per query id, rebuilt from the TREC runs ``ragcal score --runs`` wrote.
+
+    Runs hold chunk ids and scores only (no diagnostics), which is all that
+    :func:`support_levels` and :func:`signal_support` read. A query with no
+    line in a run gets an empty list there.
+    """
+    from pathlib import Path
+
+    from ..retrieval.base import RetrievalResult
+    from ..runs import read_trec_run
+
+    runs_dir = Path(runs_dir)
+    paths = sorted(runs_dir.glob("*.run"))
+    if not paths:
+        raise FileNotFoundError(f"{runs_dir}: no *.run files (write them with ragcal score --runs)")
+    per_retriever = {}
+    for path in paths:
+        run = read_trec_run(path)
+        groups = {str(qid): group for qid, group in run.groupby("qid", sort=False)}
+        per_retriever[path.stem] = groups
+    results = []
+    for query_id in map(str, query_ids):
+        row = {}
+        for name, groups in per_retriever.items():
+            group = groups.get(query_id)
+            chunk_ids = () if group is None else tuple(group["docid"])
+            scores = np.empty(0) if group is None else group["score"].to_numpy(dtype=float)
+            row[name] = RetrievalResult(name, chunk_ids, scores)
+        results.append(row)
+    return results

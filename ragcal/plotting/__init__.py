@@ -15,6 +15,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.gates`: :class:`FloorGapDisplay`, :class:`GateOutcomeDisplay`;
 - :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
 - :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
+- :mod:`~ragcal.plotting.risk_coverage`: :class:`RiskCoverageDisplay`;
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
 
 matplotlib is imported inside the drawing code only, so importing this
@@ -26,6 +27,7 @@ from .chunking import ChunkingSweepDisplay
 from .coefficients import CoefficientDisplay
 from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .risk_coverage import RiskCoverageDisplay
 from .roc import AucComparisonDisplay, RocDisplay
 from .tradeoff import HeldoutDisplay, TradeoffDisplay
 
@@ -38,6 +40,7 @@ __all__ = [
     "RocDisplay",
     "TradeoffDisplay",
     "HeldoutDisplay",
+    "RiskCoverageDisplay",
     "FloorGapDisplay",
     "GateOutcomeDisplay",
     "AucComparisonDisplay",

@@ -24,6 +24,7 @@ __all__ = [
     "reproduce_figures",
     "notebook_score_table",
     "notebook_scored_index",
+    "notebook_queries",
 ]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -43,9 +44,10 @@ NOTEBOOKS = (
     "05_gates",
     "06_two_corpora",
     "07_new_signals",
+    "08_selective_risk",
 )
 #: Notebooks that compare the bundled corpora (they read ``results/<corpus>/``).
-COMPARING_NOTEBOOKS = ("06_two_corpora",)
+COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk")
 
 
 _QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -239,3 +241,11 @@ def notebook_scored_index(*, queries_path=None, corpus_dir=None):
 
     queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
     return score_query_file(queries_path, corpus_dir, exclude=exclude)
+
+
+def notebook_queries(index, *, queries_path=None, corpus_dir=None):
+    """The labeled queries (with their gold pages) of a notebook's corpus, checked against ``index``'s pages."""
+    from ..queries import load_queries
+
+    queries_path, _, _ = _bundled_inputs(queries_path, corpus_dir)
+    return load_queries(queries_path, corpus_paths=index.doc_paths)

@@ -182,3 +182,47 @@ def test_fit_learned_gate_then_ask_json_scores_with_the_saved_model(scores_csv, 
         assert answer["score"] == pytest.approx(gate.score(results), abs=1e-12)
         assert 0.0 <= answer["score"] <= 1.0
     assert answers[1]["action"] == "refuse" and answers[1]["score"] < gate.threshold
+
+
+def test_support_levels_agree_with_the_passages_decide_passes_on(labeled):
+    from ragcal.gates import FloorGapGate, ThresholdGate, gold_pages, signal_support, support_levels, supported_answers
+
+    queries, retrieved, table = labeled
+    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(queries))]
+    gold = gold_pages(queries)
+    checked = 0
+    for signal in ("dense_top1", "dense_top2", "bm25_top1_stopwords", "rrf_top1", "dense_gap"):
+        levels = signal_support(results, gold, signal)
+        for threshold in np.nanquantile(table[signal], [0.2, 0.5, 0.8]):
+            gate = ThresholdGate(signal, float(threshold))
+            answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
+            expected = supported_answers([gate.decide(row) for row in results], gold)
+            assert np.array_equal(answered & (levels >= threshold), expected), (signal, threshold)
+            checked += int(expected.sum())
+    dense = support_levels(results, gold, "dense")
+    for floor, gap in ((0.4, 0.02), (0.5, 0.0), (0.45, 0.1)):
+        gate = FloorGapGate(floor, gap)
+        answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
+        expected = supported_answers([gate.decide(row) for row in results], gold)
+        assert np.array_equal(answered & (dense >= floor), expected)
+    assert checked > 0  # some answers were supported, so the comparison was not vacuous
+
+
+def test_fit_gate_reports_support_and_fits_a_risk_guarantee_from_runs(labeled, scores_csv, capsys, tmp_path):
+    from ragcal.runs import write_trec_runs
+
+    queries, retrieved, _ = labeled
+    runs = tmp_path / "runs"
+    write_trec_runs(runs, queries["id"], retrieved)
+    out = tmp_path / "gate.json"
+    code = main(["fit-gate", str(scores_csv), "--out", str(out), "--rule", "risk_guarantee@0.3",
+                 "--runs", str(runs), "--queries", str(FASTAPI_QUERIES)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "supported answers and selective risk" in captured.out
+    line = next(line for line in captured.out.splitlines() if "all questions" in line and "selective_risk" in line)
+    answered, total = (int(value) for value in line.split("(")[1].split(")")[0].split("/"))
+    assert total > 0 and answered <= total
+    assert json.loads(out.read_text())["gate"]["type"] == "threshold"
+    code = main(["fit-gate", str(scores_csv), "--out", str(tmp_path / "x.json"), "--rule", "risk_guarantee@0.3"])
+    assert code != 0 and "--runs and --queries" in capsys.readouterr().err
