@@ -78,8 +78,7 @@ for ax, corpus in zip(axes, corpora):
     displays[corpus] = RiskCoverageDisplay.from_results(
         curves[corpus], summaries[corpus], signals=signals, gates=gates
     ).plot(ax=ax, name=corpus)
-save_figure(figure, f"{figures_dir}/risk_coverage")
-figure
+save_figure(figure, f"{figures_dir}/risk_coverage");
 
 # %% [markdown]
 # ## A gate with a certified selective risk

@@ -45,8 +45,16 @@ def add_parsers(commands) -> None:
     )
     fit_gate.add_argument(
         "--rule",
-        default="keep@0.95",
-        help="threshold rule (default keep@0.95); floor-gap takes keep@p only; for the chain it sets the broad stage",
+        action="append",
+        default=None,
+        help="threshold rule (default keep@0.95); floor-gap takes keep@p only; for the chain it sets the broad stage. "
+        "Repeat it with --joint to certify several bounds at once",
+    )
+    fit_gate.add_argument(
+        "--joint",
+        action="store_true",
+        help="threshold gate: certify every --rule together by Learn-then-Test (recall_guarantee, "
+        "false_answer_guarantee, risk_guarantee, unsupported_guarantee); prints the certificate",
     )
     fit_gate.add_argument("--hedge-rule", default=None, help="threshold gate: a stricter rule whose band is hedged")
     fit_gate.add_argument("--retriever", default="dense", help="floor-gap: whose top and second score (default dense)")
@@ -131,7 +139,14 @@ def run_fit_gate(args) -> None:
         args.gate = "learned"
     if args.signals and args.gate != "learned":
         raise ValueError("--signals names the signals of a learned gate; add --learned (or use --signal NAME)")
-    parse_rule(args.rule)
+    rules = args.rule or ["keep@0.95"]
+    if len(rules) > 1 and not args.joint:
+        raise ValueError(f"{len(rules)} --rule options: add --joint to certify them together, or give one")
+    if args.joint and args.gate != "threshold":
+        raise ValueError("--joint certifies a threshold gate; from Python, certify_floor_gap and certify_learned_gate")
+    for rule in rules:
+        parse_rule(rule)
+    args.rule = " + ".join(rules)
     if args.hedge_rule:
         parse_rule(args.hedge_rule)
     provenance = read_provenance(args.scores)
@@ -172,7 +187,26 @@ def run_fit_gate(args) -> None:
 
     table = check_score_table(read_csv_table(args.scores), gate_columns(kind, **options), source=str(args.scores))
     support = _support_inputs(args, table)
-    if parse_rule(args.rule)[0] in SUPPORT_RULES:
+    certificate = None
+    if args.joint:
+        from ..gates import certify_threshold_gate
+
+        levels = None if support is None else signal_support(*support, args.signal)
+        if levels is None and any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules):
+            raise ValueError("risk_guarantee and unsupported_guarantee need to know which answers are supported: "
+                             "give --runs and --queries")
+        if args.heldout:
+            raise ValueError("--joint with --heldout is not supported on the command line; see "
+                             "ragcal.gates.heldout_gates with certify_threshold_gate")
+
+        def fit(table):
+            return certify_threshold_gate(table, args.signal, rules, support=levels, delta=args.delta,
+                                          max_passages=args.max_passages)[0]
+
+        gate, certificate = certify_threshold_gate(
+            table, args.signal, rules, support=levels, delta=args.delta, max_passages=args.max_passages
+        )
+    elif parse_rule(args.rule)[0] in SUPPORT_RULES:
         if support is None:
             raise ValueError(f"{args.rule} needs to know which answers are supported: give --runs and --queries")
         if kind != "threshold":
@@ -181,7 +215,8 @@ def run_fit_gate(args) -> None:
                 "ragcal.gates.certify_floor_gap / certify_learned_gate"
             )
         options["support"] = signal_support(*support, args.signal)
-    gate = fit(table)
+    if certificate is None:
+        gate = fit(table)
     if provenance is None:
         print(
             f"warning: {provenance_path(args.scores)} not found: the gate records no model "
@@ -201,8 +236,12 @@ def run_fit_gate(args) -> None:
         "slices": {str(name): int(count) for name, count in table["slice"].value_counts(sort=False).items()},
         "answered_in_sample": {row.slice: round(float(row.share), 4) for row in answered.itertuples()},
     }
+    if certificate is not None:
+        fitted["certificate"] = certificate.summary()
     save_gate(args.out, gate, rule=args.rule, fitted=fitted, provenance=provenance)
     print(f"wrote {args.out}: {args.gate} gate fitted with {args.rule} on {len(table)} queries from {args.scores}")
+    if certificate is not None:
+        print(certificate.summary())
     for key, value in gate.to_dict().items():
         if key not in ("stages", "params", "signals", "scaler_mean", "scaler_scale", "coefficients"):
             print(f"  {key}: {value}")

@@ -226,3 +226,16 @@ def test_fit_gate_reports_support_and_fits_a_risk_guarantee_from_runs(labeled, s
     assert json.loads(out.read_text())["gate"]["type"] == "threshold"
     code = main(["fit-gate", str(scores_csv), "--out", str(tmp_path / "x.json"), "--rule", "risk_guarantee@0.3"])
     assert code != 0 and "--runs and --queries" in capsys.readouterr().err
+
+
+def test_fit_gate_joint_prints_and_saves_the_certificate(scores_csv, capsys, tmp_path):
+    out = tmp_path / "joint.json"
+    code = main(["fit-gate", str(scores_csv), "--out", str(out), "--rule", "recall_guarantee@0.8",
+                 "--rule", "false_answer_guarantee@0.3", "--joint"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "recall_guarantee@0.8 and false_answer_guarantee@0.3" in captured.out
+    saved = json.loads(out.read_text())
+    assert "Learn-then-Test" in saved["fitted"]["certificate"]
+    code = main(["fit-gate", str(scores_csv), "--out", str(out), "--rule", "keep@0.9", "--rule", "keep@0.8"])
+    assert code != 0 and "--joint" in capsys.readouterr().err

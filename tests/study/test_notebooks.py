@@ -23,6 +23,8 @@ CASES = {
         2,
     ),
     "07_new_signals": ({"n_splits": 20, "n_resamples": 300}, ["learned_roc", "learned_coefficients"], 2),
+    # Reads the per-corpus results too, and fits a certified gate on the bundled FastAPI docs.
+    "08_selective_risk": ({"results_dir": str(NOTEBOOKS_DIR.parent / "results")}, ["risk_coverage"], 1),
 }
 
 
