@@ -577,6 +577,17 @@ def _learned_difference(row, digits: int, percent: bool) -> str:
     return format_interval(row["difference"], row["difference_low"], row["difference_high"], digits=digits, sign=True)
 
 
+def _learned_label(slice_name: str, outcome: str) -> str:
+    """Column name of one compared outcome of the learned-gate table."""
+    if outcome == "answered":
+        return "answerable kept"
+    if outcome == "refuse":
+        return f"{slice_name} refused"
+    if outcome == "selective_risk":
+        return f"selective risk ({slice_name}, lower is better)"
+    return f"{slice_name} {outcome}"
+
+
 def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str, rule: str, default_signals) -> str:
     """The learned gate against one threshold: held-out AUC, outcomes at ``rule``, paired differences, coefficients.
 
@@ -605,7 +616,7 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
                 (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
             ]
             row = row.iloc[0]
-            label = "answerable kept" if outcome == "answered" else f"{slice_name} refused"
+            label = _learned_label(slice_name, outcome)
             cell = _learned_cell(row, 3, True)
             if gate != baseline_gate:
                 cell += f"; {_learned_difference(row, 3, True)}"
@@ -619,7 +630,7 @@ def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str
                 (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
             ]
             row = row.iloc[0]
-            label = "answerable kept" if outcome == "answered" else f"{slice_name} refused"
+            label = _learned_label(slice_name, outcome)
             parts.append(
                 f"{label} {row['verdict']} ({row['difference']:+.1%}, better in {row['better']:.0%} of splits)"
             )
