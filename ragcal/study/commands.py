@@ -43,6 +43,13 @@ def add_parsers(commands) -> None:
         help="a bundled corpus to rebuild (repeatable; default: all of them, then the cross-corpus report)",
     )
     reproduce.add_argument(
+        "--splits",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="held-out half splits per evaluation (default 1000, what results/ holds); fewer for a quick look",
+    )
+    reproduce.add_argument(
         "--skip-notebooks",
         action="store_true",
         help="write results/ only; do not execute the notebooks (which write figures/)",
@@ -92,9 +99,15 @@ def run_reproduce(args) -> None:
 
         CrossEncoderReranker(args.reranker, use_cache=False)
 
+    if args.splits < 1:
+        raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
     names = args.corpus or list(BUNDLED)
     tables = reproduce(
-        args.results, corpora=names, embedder=Embedder(cache_dir=args.cache_dir), reranker=args.reranker
+        args.results,
+        corpora=names,
+        embedder=Embedder(cache_dir=args.cache_dir),
+        n_splits=args.splits,
+        reranker=args.reranker,
     )
     for name, corpus_tables in tables.items():
         print(f"\n{BUNDLED[name].title}:", end="")
