@@ -255,22 +255,17 @@ def fit_threshold(
 
 
 def _threshold_by_ltt(rule, oriented, answerable, support, higher_is_answerable, delta) -> float:
-    from .gates.certify import certify_candidates, _threshold_grid
+    from .gates.certify import _threshold_grid, certify_candidates, threshold_answers
 
     if support is None:
         raise ValueError(
             f"{rule} needs to know which answers are supported: pass support= (levels from the retrieval runs and "
             "the gold pages, ragcal.gates.signal_support), or on the command line --runs and --queries"
         )
-    levels = np.asarray(support, dtype=float).reshape(-1)
-    if levels.size != oriented.size:
-        raise ValueError(f"{rule}: {levels.size} support levels for {oriented.size} scores")
-    if not higher_is_answerable:
-        levels = np.where(levels > -math.inf, math.inf, -math.inf)
     candidates = _threshold_grid(oriented, None, fixed_sequence=False)
-    with np.errstate(invalid="ignore"):
-        answered = ~np.isnan(oriented)[None, :] & (oriented[None, :] >= candidates[:, None])
-    supported = answered & (levels[None, :] >= candidates[:, None])
+    answered, supported = threshold_answers(
+        oriented, candidates, support, higher_is_answerable=higher_is_answerable, owner=rule
+    )
     certificate = certify_candidates(answered, supported, answerable, [rule], delta=delta)
     if certificate.chosen is None:
         warnings.warn(

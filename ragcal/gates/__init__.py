@@ -49,7 +49,7 @@ from .fit import (
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
-from .support import gold_pages, signal_support, support_levels, supported_answers
+from .support import gold_pages, signal_support, support_inputs, support_levels, supported_answers
 from .threshold import ThresholdGate
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "gold_pages",
     "signal_support",
     "support_levels",
+    "support_inputs",
     "supported_answers",
     "ACTIONS",
     "TIERS",

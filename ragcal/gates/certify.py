@@ -79,6 +79,7 @@ __all__ = [
     "ltt_certify",
     "certify_candidates",
     "certify_threshold_gate",
+    "threshold_answers",
     "certify_floor_gap",
     "certify_learned_gate",
 ]
@@ -357,6 +358,41 @@ def _resolve_method(rules, method, monotone=True):
     return method
 
 
+def threshold_answers(scores, candidates, support, *, higher_is_answerable=True, no_match_at_zero=False, owner=""):
+    """What each candidate threshold answers, and which of those answers are supported.
+
+    Parameters
+    ----------
+    scores : ndarray of float, shape (n,)
+        Oriented (higher is answerable); NaN is never answered.
+    candidates : ndarray of float, shape (m,)
+        Thresholds in the same orientation.
+    support : array-like of float or None
+        Support levels per question in the signal's units (see
+        :func:`ragcal.gates.support.signal_support`); for the other
+        orientation only "always" or "never" carries over.
+    no_match_at_zero : bool
+        A score of exactly 0 means nothing matched (BM25), never answered.
+
+    Returns
+    -------
+    answered : ndarray of bool, shape (m, n)
+    supported : ndarray of bool, shape (m, n), or None without ``support``
+    """
+    with np.errstate(invalid="ignore"):
+        answered = ~np.isnan(scores)[None, :] & (scores[None, :] >= candidates[:, None])
+        if no_match_at_zero:
+            answered &= (scores != 0)[None, :]
+    if support is None:
+        return answered, None
+    levels = np.asarray(support, dtype=float).reshape(-1)
+    if levels.size != scores.size:
+        raise ValueError(f"{owner}: {levels.size} support levels for {scores.size} rows")
+    if not higher_is_answerable:
+        levels = np.where(levels > -math.inf, math.inf, -math.inf)
+    return answered, answered & (levels[None, :] >= candidates[:, None])
+
+
 def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=None, delta: float = 0.1,
                            method: str = "auto", grid=None, higher_is_answerable: bool | None = None,
                            **gate_options):
@@ -392,18 +428,14 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
     candidates = _threshold_grid(
         scores, None if grid is None else sign * np.asarray(grid, dtype=float), fixed_sequence=fixed_sequence
     )
-    with np.errstate(invalid="ignore"):
-        answered = ~np.isnan(scores)[None, :] & (scores[None, :] >= candidates[:, None])
-        if zero_means_no_match(signal):
-            answered &= (scores != 0)[None, :]
-    supported = None
-    if support is not None:
-        levels = np.asarray(support, dtype=float).reshape(-1)
-        if levels.size != scores.size:
-            raise ValueError(f"certify_threshold_gate: {levels.size} support levels for {scores.size} rows")
-        if not higher_is_answerable:
-            levels = np.where(levels > -math.inf, math.inf, -math.inf)
-        supported = answered & (levels[None, :] >= candidates[:, None])
+    answered, supported = threshold_answers(
+        scores,
+        candidates,
+        support,
+        higher_is_answerable=higher_is_answerable,
+        no_match_at_zero=zero_means_no_match(signal),
+        owner="certify_threshold_gate",
+    )
     parameters = pd.DataFrame({"threshold": sign * candidates})
     certificate = certify_candidates(
         answered, supported, table["answerable"], rules, delta=delta, method=method, parameters=parameters

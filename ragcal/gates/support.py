@@ -27,7 +27,14 @@ import numpy as np
 from ..chunking import page_of
 from ..signals import get_signal
 
-__all__ = ["supported_answers", "support_levels", "signal_support", "gold_pages", "results_from_runs"]
+__all__ = [
+    "supported_answers",
+    "support_levels",
+    "signal_support",
+    "gold_pages",
+    "support_inputs",
+    "results_from_runs",
+]
 
 
 def gold_pages(queries) -> list[frozenset]:
@@ -36,6 +43,12 @@ def gold_pages(queries) -> list[frozenset]:
         frozenset(gold) if answerable else frozenset()
         for gold, answerable in zip(queries["gold"], queries["answerable"])
     ]
+
+
+def support_inputs(queries, retrieved: dict):
+    """Per-row ``{retriever: RetrievalResult}`` (from ``RetrievalIndex.retrieve``) and :func:`gold_pages`, aligned."""
+    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(queries))]
+    return results, gold_pages(queries)
 
 
 def supported_answers(decisions, gold) -> np.ndarray:

@@ -31,14 +31,14 @@ from ..gates import (
     fit_threshold_gate,
     floor_gap_sweep,
     gate_outcomes,
-    gold_pages,
     heldout_gates,
     paired_differences,
     passage_metrics,
     save_gate,
     summarize_heldout_gates,
-    supported_answers,
+    support_inputs,
 )
+from ..gates.evaluate import _supported
 
 __all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates"]
 
@@ -71,15 +71,14 @@ def _split_zero(table: pd.DataFrame, fitters: dict, random_state, results, gold)
     for name, fit in fitters.items():
         gate = fit(table[calibration])
         decisions = gate.decide_table(evaluation)
-        supported = supported_answers([gate.decide(results[row]) for row in held], [gold[row] for row in held])
+        supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
         frames.append(gate_outcomes(evaluation, decisions, supported=supported).assign(gate=name))
     return pd.concat(frames, ignore_index=True)
 
 
-def _passage_table(table, queries, retrieved, fitters, names, *, n_splits, random_state) -> pd.DataFrame:
+def _passage_table(table, queries, per_query, fitters, names, *, n_splits, random_state) -> pd.DataFrame:
     gold = {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}
     ids = list(table["id"])
-    per_query = [{name: results[position] for name, results in retrieved.items()} for position in range(len(ids))]
     rows = []
     for split in range(n_splits):
         calibration = split_by_slice(table["slice"].to_numpy(), random_state=random_state + split)
@@ -126,8 +125,7 @@ def evaluate_gates(
     results_dir = Path(results_dir)
     fitters = gate_fitters(rules)
     table = table.reset_index(drop=True)
-    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(table))]
-    gold = gold_pages(queries)
+    results, gold = support_inputs(queries, retrieved)
     heldout = heldout_gates(table, fitters, n_splits=n_splits, random_state=random_state, results=results, gold=gold)
     summary = summarize_heldout_gates(heldout)
     first = _split_zero(table, fitters, random_state, results, gold)
@@ -154,7 +152,7 @@ def evaluate_gates(
     )
     comparison = comparison[comparison["gate"] != BASELINE_GATE]
     passages = _passage_table(
-        table, queries, retrieved, fitters, AT_95, n_splits=n_passage_splits, random_state=random_state
+        table, queries, results, fitters, AT_95, n_splits=n_passage_splits, random_state=random_state
     )
     sweep = floor_gap_sweep(table)
     fitted = {}

@@ -29,11 +29,11 @@ from ..gates import (
     certify_floor_gap,
     certify_learned_gate,
     certify_threshold_gate,
-    gold_pages,
     heldout_gates,
     save_gate,
     signal_support,
     summarize_heldout_gates,
+    support_inputs,
     support_levels,
 )
 from ..metrics.selective import paired_selective_difference, risk_coverage, selective_summary
@@ -70,12 +70,6 @@ CERTIFIED_GATES = {
 }
 #: The gate fitted on every question and saved, with its certificate.
 SAVED_GATE = "threshold risk_guarantee@0.2"
-
-
-def support_inputs(queries: pd.DataFrame, retrieved: dict):
-    """Per-row ``{retriever: RetrievalResult}`` and gold pages, aligned with the score table."""
-    results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(queries))]
-    return results, gold_pages(queries)
 
 
 def _certify(table, kind, rules, delta):

@@ -409,3 +409,27 @@ def test_every_display_takes_ax_name_and_matplotlib_kwargs(table, chunking_table
     sweep_display.plot(ax=axes, name="chunkings", alpha=0.5)  # ax= and the older axes= draw the same panels
     assert list(sweep_display.axes_) == list(axes) and figure._suptitle.get_text() == "chunkings"
     assert {markers.get_alpha() for markers in sweep_display.markers_.values()} == {0.5}
+
+
+def test_risk_coverage_display_draws_curves_and_gate_points():
+    from ragcal.metrics.selective import risk_coverage
+    from ragcal.plotting import RiskCoverageDisplay
+
+    scores = {"a": np.array([0.9, 0.8, 0.7, 0.6]), "b": np.array([0.6, 0.7, 0.8, 0.9])}
+    support = {"a": np.array([True, False, True, False]), "b": np.array([True, False, True, False])}
+    display = RiskCoverageDisplay.from_scores(scores, support).plot()
+    assert display.aurc["a"][0] == pytest.approx((0 + 1 / 2 + 1 / 3 + 2 / 4) / 4)
+    assert list(display.lines_["a"].get_ydata()) == pytest.approx([0.0, 0.5, 1 / 3, 0.5])
+    curves = pd.concat(
+        [risk_coverage(scores["a"], support["a"]).assign(kind="signal", name="a"),
+         pd.DataFrame([{"kind": "gate", "name": "g", "coverage": 0.5, "coverage_low": 0.4, "coverage_high": 0.6,
+                        "risk": 0.2, "risk_low": 0.1, "risk_high": 0.3}])],
+        ignore_index=True,
+    )
+    summary = pd.DataFrame([{"name": "a", "measure": "aurc", "value": 0.33, "low": 0.2, "high": 0.4}])
+    display = RiskCoverageDisplay.from_results(curves, summary).plot(name="corpus")
+    assert list(display.points_) == ["g"] and display.aurc["a"] == (0.33, 0.2, 0.4)
+    assert display.ax_.get_title(loc="left") == "corpus"
+    with pytest.raises(ValueError, match="no curve"):
+        RiskCoverageDisplay.from_results(curves, summary, signals=["missing"])
+    plt.close("all")
