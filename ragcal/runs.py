@@ -120,14 +120,19 @@ def check_queries_against_runs(
 
 
 def format_trec_run(query_ids, results, *, tag: str | None = None) -> str:
-    """TREC run text (``qid Q0 docid rank score tag``), ranks from 1."""
+    """TREC run text (``qid Q0 docid rank score tag``), ranks from 1.
+
+    Scores are written in full (the shortest text that reads back as the same
+    float), so a gate cut at a bar fitted on the score table cuts the
+    passages read back from a run exactly as it cut the retrieved ones.
+    """
     lines = []
     for query_id, result in zip(query_ids, results):
         run_tag = tag or result.retriever
         for rank, (chunk_id, score) in enumerate(zip(result.chunk_ids, result.scores), start=1):
             if any(character.isspace() for character in chunk_id + str(query_id)):
                 raise ValueError(f"TREC runs cannot hold ids with white space: {query_id!r} / {chunk_id!r}")
-            lines.append(f"{query_id} Q0 {chunk_id} {rank} {score:.6f} {run_tag}")
+            lines.append(f"{query_id} Q0 {chunk_id} {rank} {float(score)!r} {run_tag}")
     return "\n".join(lines) + ("\n" if lines else "")
 
 

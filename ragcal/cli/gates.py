@@ -48,12 +48,14 @@ def add_parsers(commands) -> None:
         action="append",
         default=None,
         help="threshold rule (default keep@0.95); floor-gap takes keep@p only; for the chain it sets the broad stage. "
+        "risk_guarantee@a and unsupported_guarantee@a certify the whole gate (any kind; need --runs and --queries). "
         "Repeat it with --joint to certify several bounds at once",
     )
     fit_gate.add_argument(
         "--joint",
         action="store_true",
-        help="threshold gate: certify every --rule together by Learn-then-Test (recall_guarantee, "
+        help="certify the gate (any kind: a threshold, floor-gap's 2-D grid, the chain's three stage bars, a "
+        "learned gate's threshold) for every --rule together by Learn-then-Test (recall_guarantee, "
         "false_answer_guarantee, risk_guarantee, unsupported_guarantee); prints the certificate",
     )
     fit_gate.add_argument("--hedge-rule", default=None, help="threshold gate: a stricter rule whose band is hedged")
@@ -67,7 +69,7 @@ def add_parsers(commands) -> None:
         type=Path,
         default=None,
         help="folder of TREC runs from `ragcal score --runs`: with --queries, report supported answers and "
-        "selective risk, and allow the rules risk_guarantee@a and unsupported_guarantee@a (threshold gate)",
+        "selective risk per slice, and allow the rules risk_guarantee@a and unsupported_guarantee@a",
     )
     fit_gate.add_argument(
         "--queries", type=Path, default=None, help="the labeled query CSV the table was scored from (gold pages)"
@@ -130,7 +132,7 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 
 def run_fit_gate(args) -> None:
     from ..calibration import SUPPORT_RULES, parse_rule
-    from ..gates import answered_shares, fit_gate, gate_columns, save_gate, signal_support
+    from ..gates import answered_shares, fit_gate, gate_columns, save_gate
     from ..score_tables import check_score_table, provenance_path, read_csv_table, read_provenance
 
     if args.learned:
@@ -142,8 +144,6 @@ def run_fit_gate(args) -> None:
     rules = args.rule or ["keep@0.95"]
     if len(rules) > 1 and not args.joint:
         raise ValueError(f"{len(rules)} --rule options: add --joint to certify them together, or give one")
-    if args.joint and args.gate != "threshold":
-        raise ValueError("--joint certifies a threshold gate; from Python, certify_floor_gap and certify_learned_gate")
     for rule in rules:
         parse_rule(rule)
     args.rule = " + ".join(rules)
@@ -186,35 +186,23 @@ def run_fit_gate(args) -> None:
         return fit_gate(table, kind, args.rule, **options)
 
     table = check_score_table(read_csv_table(args.scores), gate_columns(kind, **options), source=str(args.scores))
+    table = table.reset_index(drop=True)  # row i <-> the i-th runs' results and gold pages
     support = _support_inputs(args, table)
     certificate = None
-    if args.joint:
-        from ..gates import certify_threshold_gate
-
-        levels = None if support is None else signal_support(*support, args.signal)
-        if levels is None and any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules):
+    certify = args.joint or any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules)
+    if certify:
+        if support is None and any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules):
             raise ValueError("risk_guarantee and unsupported_guarantee need to know which answers are supported: "
                              "give --runs and --queries")
-        if args.heldout:
-            raise ValueError("--joint with --heldout is not supported on the command line; see "
-                             "ragcal.gates.heldout_gates with certify_threshold_gate")
+        if args.hedge_rule:
+            raise ValueError("--hedge-rule does not combine with a certified gate (--joint, risk_guarantee@, "
+                             "unsupported_guarantee@): the certificate covers what the gate answers, hedges included")
+        certifier = _certifier(kind, rules, args, signals, support)
 
         def fit(table):
-            return certify_threshold_gate(table, args.signal, rules, support=levels, delta=args.delta,
-                                          max_passages=args.max_passages)[0]
+            return certifier(table)[0]
 
-        gate, certificate = certify_threshold_gate(
-            table, args.signal, rules, support=levels, delta=args.delta, max_passages=args.max_passages
-        )
-    elif parse_rule(args.rule)[0] in SUPPORT_RULES:
-        if support is None:
-            raise ValueError(f"{args.rule} needs to know which answers are supported: give --runs and --queries")
-        if kind != "threshold":
-            raise ValueError(
-                f"{args.rule} on the command line fits a threshold gate; for floor-gap and learned gates use "
-                "ragcal.gates.certify_floor_gap / certify_learned_gate"
-            )
-        options["support"] = signal_support(*support, args.signal)
+        gate, certificate = certifier(table)
     if certificate is None:
         gate = fit(table)
     if provenance is None:
@@ -282,27 +270,68 @@ def _support_inputs(args, table):
     return results_from_runs(args.runs, table["id"]), gold_pages(ordered)
 
 
-def _print_support(table, gate, support) -> None:
-    """Supported answers and selective risk per slice (in-sample), for the gates whose cut a level describes."""
-    import math
+def _certifier(kind, rules, args, signals, support):
+    """``certify(table) -> (gate, certificate)`` for the gate kind, support taken row by row (by the table's index).
 
-    from ..gates import FloorGapGate, ThresholdGate, gate_outcomes
-    from ..gates.support import signal_support, support_levels
+    The rows of every table it is given are rows of the fitted score table
+    (its index), so held-out splits (:func:`ragcal.gates.heldout_gates`) take
+    the support of their own questions.
+    """
+    from ..gates import (
+        certify_chain,
+        certify_floor_gap,
+        certify_learned_gate,
+        certify_threshold_gate,
+        signal_support,
+        support_levels,
+    )
+
+    results, gold = support if support is not None else (None, None)
+    options = {"delta": args.delta}
+    if kind == "threshold":
+        levels = None if support is None else signal_support(results, gold, args.signal, max_passages=args.max_passages)
+        higher = False if args.lower_is_answerable else None
+
+        def certify(table):
+            rows = None if levels is None else levels[table.index]
+            return certify_threshold_gate(table, args.signal, rules, support=rows, higher_is_answerable=higher,
+                                          max_passages=args.max_passages, **options)
+    elif kind == "floor_gap":
+        levels = None if support is None else support_levels(
+            results, gold, args.retriever, max_passages=args.max_passages
+        )
+
+        def certify(table):
+            rows = None if levels is None else levels[table.index]
+            return certify_floor_gap(table, rules, support=rows, retriever=args.retriever,
+                                     max_passages=args.max_passages, **options)
+    elif kind == "chain":
+        if args.reranker is not None:
+            raise ValueError("certifying the chain covers its hybrid, keyword and broad stages; drop --reranker")
+
+        def certify(table):
+            picked = (None, None) if support is None else (
+                [results[row] for row in table.index], [gold[row] for row in table.index]
+            )
+            return certify_chain(table, rules, results=picked[0], gold=picked[1], max_passages=args.max_passages,
+                                 **options)
+    else:
+        levels = None if support is None else support_levels(results, gold, "dense", max_passages=args.max_passages)
+
+        def certify(table):
+            rows = None if levels is None else levels[table.index]
+            return certify_learned_gate(table, rules, support=rows, signals=signals, max_passages=args.max_passages,
+                                        **options)
+    return certify
+
+
+def _print_support(table, gate, support) -> None:
+    """Supported answers and selective risk per slice (in-sample), passages cut as the gate cuts them."""
+    from ..gates import gate_outcomes, table_support
 
     results, gold = support
     decisions = gate.decide_table(table)
-    answered = decisions["action"].ne("refuse").to_numpy()
-    if isinstance(gate, ThresholdGate) and gate.passages_from is None and gate.passage_floor is None:
-        levels = signal_support(results, gold, gate.signal, max_passages=gate.max_passages)
-        bar = gate.threshold if gate.higher_is_answerable else -math.inf
-        supported = answered & (levels >= bar) if gate.higher_is_answerable else answered & (levels > -math.inf)
-    elif isinstance(gate, FloorGapGate):
-        levels = support_levels(results, gold, gate.retriever, max_passages=gate.max_passages)
-        supported = answered & (levels >= gate.floor)
-    else:
-        print(f"supported answers: not computed for a {gate.type} gate from runs alone (see ragcal.gates.heldout_gates)")
-        return
-    outcomes = gate_outcomes(table, decisions, supported=supported)
+    outcomes = gate_outcomes(table, decisions, supported=table_support(gate, table, results, gold))
     print("supported answers and selective risk (in-sample; exact 95% intervals):")
     for row in outcomes[outcomes["outcome"].isin(["supported", "unsupported", "selective_risk"])].itertuples():
         share = "   n/a" if row.n == 0 else f"{row.share:6.1%}"

@@ -21,6 +21,7 @@ from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
 from .certify import (
     Certificate,
     certify_candidates,
+    certify_chain,
     certify_floor_gap,
     certify_learned_gate,
     certify_threshold_gate,
@@ -37,6 +38,7 @@ from .evaluate import (
 )
 from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
 from .fit import (
+    default_chain,
     fit_default_chain,
     fit_floor_gap,
     fit_gate,
@@ -49,7 +51,15 @@ from .fit import (
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
-from .support import gold_pages, signal_support, support_inputs, support_levels, supported_answers
+from .support import (
+    cut_support,
+    gold_pages,
+    signal_support,
+    support_inputs,
+    support_levels,
+    supported_answers,
+    table_support,
+)
 from .threshold import ThresholdGate
 
 __all__ = [
@@ -58,12 +68,15 @@ __all__ = [
     "certify_threshold_gate",
     "certify_floor_gap",
     "certify_learned_gate",
+    "certify_chain",
     "ltt_certify",
     "gold_pages",
     "signal_support",
     "support_levels",
     "support_inputs",
     "supported_answers",
+    "table_support",
+    "cut_support",
     "ACTIONS",
     "TIERS",
     "Decision",
@@ -91,6 +104,7 @@ __all__ = [
     "floor_gap_sweep",
     "fit_floor_gap",
     "fit_default_chain",
+    "default_chain",
     "fit_gate",
     "gate_kinds",
     "gate_columns",

@@ -82,6 +82,7 @@ __all__ = [
     "threshold_answers",
     "certify_floor_gap",
     "certify_learned_gate",
+    "certify_chain",
 ]
 
 #: Rules Learn-then-Test can certify, with the risk each bounds.
@@ -557,3 +558,107 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
     threshold = math.inf if certificate.chosen is None else float(candidates[certificate.chosen])
     gate = LearnedGate(model, threshold, passage_floor=bar, **gate_options)
     return gate, certificate
+
+
+#: Default grid of :func:`certify_chain`: dense bars (for both the hybrid and the broad stage) and keyword bars.
+N_DENSE_BARS, N_KEYWORD_BARS = 8, 3
+
+
+def _stage_fires(gate, bars, table):
+    """(len(bars), rows): whether the stage's gate, at each bar, answers each row (:meth:`decide_table`)."""
+    from dataclasses import replace
+
+    return np.stack(
+        [replace(gate, threshold=float(bar)).decide_table(table)["action"].to_numpy(dtype=object) != "refuse"
+         for bar in bars]
+    )
+
+
+def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta: float = 0.1, method: str = "auto",
+                  dense_bars=None, keyword_bars=None, max_passages: int = 10, broad_max_passages: int = 20):
+    """The default :class:`FallbackChain` whose three stage bars Learn-then-Test certifies together.
+
+    The chain is :func:`ragcal.gates.default_chain` (no reranker stage):
+    ``hybrid`` answers when ``dense_top1`` clears the high bar (passages in
+    fused order, each clearing it), then ``keyword`` when
+    ``bm25_top1_stopwords`` clears its bar, then ``broad`` hedges when
+    ``dense_top1`` clears the low bar. Hedges count as answers: an
+    unsupported hedge is still an unsupported answer.
+
+    Candidates are every (high, keyword, low) with ``high >= low`` from
+    :data:`N_DENSE_BARS` dense bars and :data:`N_KEYWORD_BARS` keyword bars
+    at evenly spaced quantiles of the calibration scores (or the grids
+    given), the keyword stage also switched off (+inf), plus "refuse all".
+    No single order makes every risk monotone over three bars, so ``auto``
+    takes Holm.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Calibration score table with ``dense_top1`` and ``bm25_top1_stopwords``.
+    rules : str or sequence of str
+        One or several of :data:`RISK_RULES`, certified jointly.
+    results, gold : sequence, default=None
+        Per row of ``table``: ``{retriever: RetrievalResult}`` (``dense``,
+        ``rrf``, ``bm25_stopwords``; :func:`ragcal.gates.support.results_from_runs`
+        gives them from TREC runs) and the gold pages. Needed by the risk and
+        unsupported rules: each stage's passages at each of its bars are cut
+        as the stage cuts them (:func:`ragcal.gates.support.cut_support`).
+
+    Returns
+    -------
+    gate : FallbackChain
+        Every bar +inf (refuse all) when nothing is certified.
+    certificate : Certificate
+    """
+    from .fit import DEFAULT_CHAIN_COLUMNS, default_chain
+    from .support import cut_support
+
+    table = check_score_table(table, list(DEFAULT_CHAIN_COLUMNS))
+    dense = table["dense_top1"].to_numpy(dtype=float)
+    keyword_scores = table["bm25_top1_stopwords"].to_numpy(dtype=float)
+    if dense_bars is None:
+        dense_bars = _quantile_grid(dense, N_DENSE_BARS)
+    if keyword_bars is None:
+        keyword_bars = _quantile_grid(keyword_scores[keyword_scores > 0], N_KEYWORD_BARS)
+    dense_bars = np.unique(np.asarray(dense_bars, dtype=float))
+    keyword_bars = np.union1d(np.asarray(keyword_bars, dtype=float), [math.inf])
+    if dense_bars.size == 0:
+        raise ValueError("certify_chain: no finite dense_top1 score to build the grid from")
+    options = {"max_passages": max_passages, "broad_max_passages": broad_max_passages}
+    hybrid, keyword, broad = (stage.gate for stage in default_chain(math.inf, math.inf, math.inf, **options).stages)
+    fires = (_stage_fires(hybrid, dense_bars, table), _stage_fires(keyword, keyword_bars, table),
+             _stage_fires(broad, dense_bars, table))
+    high_index, low_index = np.nonzero(dense_bars[:, None] >= dense_bars[None, :])
+    keyword_index = np.repeat(np.arange(keyword_bars.size), high_index.size)
+    high_index, low_index = np.tile(high_index, keyword_bars.size), np.tile(low_index, keyword_bars.size)
+    by_hybrid = fires[0][high_index]
+    by_keyword = fires[1][keyword_index] & ~by_hybrid
+    by_broad = fires[2][low_index] & ~by_hybrid & ~by_keyword
+    n = len(table)
+    answered = np.vstack([np.zeros((1, n), dtype=bool), by_hybrid | by_keyword | by_broad])
+    supported = None
+    if results is not None or gold is not None:
+        if results is None or gold is None:
+            raise ValueError("certify_chain: results and gold go together (the passages and the gold pages)")
+        passes = (cut_support(hybrid, results, gold, dense_bars), cut_support(keyword, results, gold, keyword_bars),
+                  cut_support(broad, results, gold, dense_bars))
+        supported = np.vstack([
+            np.zeros((1, n), dtype=bool),
+            (by_hybrid & passes[0][high_index]) | (by_keyword & passes[1][keyword_index])
+            | (by_broad & passes[2][low_index]),
+        ])
+    grid = {
+        "high": np.concatenate([[math.inf], dense_bars[high_index]]),
+        "keyword": np.concatenate([[math.inf], keyword_bars[keyword_index]]),
+        "low": np.concatenate([[math.inf], dense_bars[low_index]]),
+    }
+    order = np.lexsort((-grid["keyword"], -grid["high"], -grid["low"], answered.sum(axis=1)))
+    certificate = certify_candidates(
+        answered, supported, table["answerable"], rules, delta=delta, method=method, order=order, monotone=False,
+        parameters=pd.DataFrame(grid),
+    )
+    bars = (math.inf,) * 3 if certificate.chosen is None else tuple(
+        float(grid[name][certificate.chosen]) for name in ("high", "keyword", "low")
+    )
+    return default_chain(*bars, **options), certificate

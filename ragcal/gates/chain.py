@@ -120,6 +120,13 @@ class FallbackChain(Gate):
             reasons += stage_reasons
         return self._refuse(results, query, reasons, first_score)
 
+    def passages_for(self, results: Mapping, *, stage: str | None = None) -> list:
+        """The passages stage ``stage`` (the :attr:`Decision.stage` that answered) passes on."""
+        for candidate in self.stages:
+            if candidate.name == stage:
+                return candidate.gate.passages_for(results)
+        raise ValueError(f"FallbackChain has no stage {stage!r}; its stages are {[s.name for s in self.stages]}")
+
     def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
         self._check_table(table)
         n = len(table)

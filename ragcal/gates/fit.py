@@ -27,6 +27,7 @@ __all__ = [
     "floor_gap_sweep",
     "fit_floor_gap",
     "fit_default_chain",
+    "default_chain",
     "DEFAULT_CHAIN_COLUMNS",
     "GATE_FITTERS",
     "gate_kinds",
@@ -251,14 +252,35 @@ def fit_default_chain(
     keyword = fit_threshold(keyword_rule, table["bm25_top1_stopwords"], answerable, delta=delta)
     # BM25 gives 0 when nothing matched; a keyword stage must need at least one match.
     keyword = max(keyword, np.nextafter(0.0, 1.0)) if zero_means_no_match("bm25_top1_stopwords") else keyword
-    stages = []
+    rerank = None
     has_rerank = "rerank_top1" in table.columns and table["rerank_top1"].notna().any()
     if use_reranker and not has_rerank:
         raise ValueError("use_reranker=True but the score table has no rerank_top1 scores; score with a reranker")
     if has_rerank and use_reranker is not False:
         table = check_score_table(table, ["rerank_top1"])
-        bar = fit_threshold(confident_rule, table["rerank_top1"], answerable, delta=delta)
-        stages.append(Stage("rerank", ThresholdGate("rerank_top1", bar, max_passages=max_passages)))
+        rerank = fit_threshold(confident_rule, table["rerank_top1"], answerable, delta=delta)
+    return default_chain(
+        high, keyword, low, rerank=rerank, max_passages=max_passages, broad_max_passages=broad_max_passages
+    )
+
+
+def default_chain(
+    high: float,
+    keyword: float,
+    low: float,
+    *,
+    rerank: float | None = None,
+    max_passages: int = 10,
+    broad_max_passages: int = 20,
+) -> FallbackChain:
+    """The stages of :func:`fit_default_chain` with the bars given: ``hybrid`` at ``high``, ``keyword``, ``broad`` at ``low``.
+
+    ``rerank`` (a bar on ``rerank_top1``) puts a ``rerank`` stage first. A bar
+    of +inf turns its stage off.
+    """
+    stages = []
+    if rerank is not None:
+        stages.append(Stage("rerank", ThresholdGate("rerank_top1", rerank, max_passages=max_passages)))
     return FallbackChain(
         (
             *stages,

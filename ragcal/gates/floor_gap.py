@@ -109,10 +109,13 @@ class FloorGapGate(Gate):
                     ],
                     top,
                 )
-        passages = cut_passages(
+        return self._answer("answer", results, query, self.passages_for(results), [reason], top)
+
+    def passages_for(self, results: Mapping, *, stage: str | None = None) -> list:
+        """The ``(chunk id, score)`` pairs :meth:`decide` passes on when it answers: those clearing the floor."""
+        return cut_passages(
             results, self.retriever, bar_retriever=self.retriever, bar=self.floor, max_passages=self.max_passages
         )
-        return self._answer("answer", results, query, passages, [reason], top)
 
     def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
         self._check_table(table)

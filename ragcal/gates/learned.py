@@ -367,6 +367,20 @@ class LearnedGate(Gate):
             _warn_missing(missing, "because the results carry no per-query diagnostics")
         return float(self.model.score(np.array([values], dtype=float))[0])
 
+    def passages_for(self, results: Mapping, *, stage: str | None = None) -> list:
+        """The ``(chunk id, score)`` pairs :meth:`decide` passes on when it answers (empty: nothing to pass on)."""
+        bar_retriever = self.passages_from if self.passage_floor is not None else None
+        passages = cut_passages(
+            results,
+            self.passages_from,
+            bar_retriever=bar_retriever,
+            bar=self.passage_floor,
+            max_passages=self.max_passages,
+        )
+        if not passages:
+            passages = cut_passages(results, self.passages_from, bar_retriever=None, bar=None, max_passages=1)
+        return passages
+
     def decide(self, results: Mapping, *, query: str | None = None) -> Decision:
         score = self.score(results)
         if math.isnan(score):
@@ -378,16 +392,7 @@ class LearnedGate(Gate):
         if self.hedge_below is not None and score < self.hedge_below:
             action = "hedge"
             reasons.append(f"learned score {score:.3f} inside the hedge band (fails >= {self.hedge_below:.3f})")
-        bar_retriever = self.passages_from if self.passage_floor is not None else None
-        passages = cut_passages(
-            results,
-            self.passages_from,
-            bar_retriever=bar_retriever,
-            bar=self.passage_floor,
-            max_passages=self.max_passages,
-        )
-        if not passages:
-            passages = cut_passages(results, self.passages_from, bar_retriever=None, bar=None, max_passages=1)
+        passages = self.passages_for(results)
         if not passages:  # never answer with nothing to answer from
             return self._refuse(results, query, reasons + ["no passage to pass on"], score)
         return self._answer(action, results, query, passages, reasons, score)

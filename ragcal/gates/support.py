@@ -10,6 +10,12 @@ Two ways to get there, which agree (the tests check it on the bundled corpus):
 
 - :func:`supported_answers`: from the decisions themselves (exact for any
   gate, one :meth:`Gate.decide` per question);
+- :func:`table_support`: from :meth:`Gate.decide_table` (what is answered,
+  and by which stage) and :meth:`Gate.passages_for` (what would be passed
+  on), so only retrieval runs are needed, not the diagnostics of every signal;
+- :func:`cut_support`: for a :class:`ThresholdGate` whose passages are cut
+  at its own threshold, whether a gold passage is passed on at each of many
+  thresholds at once (the stages of a chain, for Learn-then-Test);
 - :func:`support_levels` / :func:`signal_support`: one number per question,
   the **support level**, such that a gate that cuts a retriever's list at a
   bar ``b`` (a :class:`ThresholdGate` on a passage-scale signal, a
@@ -34,6 +40,8 @@ __all__ = [
     "gold_pages",
     "support_inputs",
     "results_from_runs",
+    "table_support",
+    "cut_support",
 ]
 
 
@@ -155,3 +163,83 @@ def results_from_runs(runs_dir, query_ids) -> list[dict]:
             row[name] = RetrievalResult(name, chunk_ids, scores)
         results.append(row)
     return results
+
+
+def table_support(gate, table, results, gold) -> np.ndarray:
+    """True where ``gate`` answers a row of ``table`` (by :meth:`Gate.decide_table`) with a gold passage.
+
+    The passages are :meth:`Gate.passages_for` of the row's results (of the
+    answering stage, for a chain), so this works for every gate from TREC
+    runs alone (:func:`results_from_runs`), which carry no diagnostics.
+
+    Parameters
+    ----------
+    gate : Gate
+    table : DataFrame
+        Score table with the gate's columns.
+    results : sequence of mapping
+        ``{retriever: RetrievalResult}`` per row of ``table``.
+    gold : sequence of set of str
+        Gold pages per row (empty: unanswerable).
+    """
+    results, gold = list(results), list(gold)
+    if not len(results) == len(gold) == len(table):
+        raise ValueError(f"table_support: {len(table)} rows, {len(results)} result sets and {len(gold)} gold sets")
+    decisions = gate.decide_table(table)
+    actions = decisions["action"].to_numpy(dtype=object)
+    stages = decisions["stage"].to_numpy(dtype=object)
+    supported = np.zeros(len(table), dtype=bool)
+    for row in np.flatnonzero(actions != "refuse"):
+        if gold[row]:
+            stage = None if stages[row] is None or stages[row] != stages[row] else stages[row]
+            passages = gate.passages_for(results[row], stage=stage)
+            supported[row] = any(page_of(chunk_id) in gold[row] for chunk_id, _ in passages)
+    return supported
+
+
+def cut_support(gate, results, gold, thresholds) -> np.ndarray:
+    """Whether ``gate`` with each threshold would pass a gold passage on, for every question.
+
+    For a :class:`ThresholdGate` whose passage bar is its own threshold (a
+    signal on a passage's scale, no ``passage_floor``), the passages change
+    with the threshold: those of its view (``passages_from``, e.g. fused
+    order) whose bar-retriever score clears it, capped at ``max_passages``
+    after the cut, else the bar retriever's top passage. Otherwise the
+    passages do not depend on the threshold.
+
+    Returns
+    -------
+    ndarray of bool, shape (len(thresholds), len(results))
+        Row i: answering at ``thresholds[i]`` passes a gold passage on
+        (whether the gate answers at all is :meth:`Gate.decide_table`'s to say).
+    """
+    from .threshold import ThresholdGate
+
+    results, gold = list(results), list(gold)
+    thresholds = np.asarray(thresholds, dtype=float).reshape(-1)
+    if len(results) != len(gold):
+        raise ValueError(f"cut_support: {len(results)} result sets but {len(gold)} gold sets")
+    out = np.zeros((thresholds.size, len(results)), dtype=bool)
+    if not isinstance(gate, ThresholdGate):
+        raise TypeError(f"cut_support takes a ThresholdGate, got {type(gate).__name__}")
+    bar_retriever, bar = gate._passage_bar()
+    moves = bar_retriever is not None and gate.passage_floor is None
+    for position, (per_retriever, pages) in enumerate(zip(results, gold)):
+        if not pages:
+            continue
+        if not moves:
+            out[:, position] = any(page_of(chunk_id) in pages for chunk_id, _ in gate.passages_for(per_retriever))
+            continue
+        listed = per_retriever[gate._view]
+        bar_listed = per_retriever[bar_retriever]
+        by_id = dict(zip(bar_listed.chunk_ids, bar_listed.scores))
+        scores = np.array([by_id.get(chunk_id, -math.inf) for chunk_id in listed.chunk_ids], dtype=float)
+        is_gold = np.array([page_of(chunk_id) in pages for chunk_id in listed.chunk_ids], dtype=bool)
+        clears = scores[None, :] >= thresholds[:, None]
+        if gate.max_passages is not None:
+            clears &= np.cumsum(clears, axis=1) <= gate.max_passages
+        passed_gold = (clears & is_gold[None, :]).any(axis=1)
+        # nothing in the view clears: the bar retriever's top passage is passed on
+        fallback = len(bar_listed.chunk_ids) > 0 and page_of(bar_listed.chunk_ids[0]) in pages
+        out[:, position] = passed_gold | (~clears.any(axis=1) & fallback)
+    return out

@@ -143,6 +143,16 @@ class ThresholdGate(Gate):
             return signal.retrievers[0], self.threshold
         return None, None
 
+    def passages_for(self, results: Mapping, *, stage: str | None = None) -> list:
+        """The ``(chunk id, score)`` pairs :meth:`decide` passes on when it answers (empty: nothing to pass on)."""
+        bar_retriever, bar = self._passage_bar()
+        passages = cut_passages(
+            results, self._view, bar_retriever=bar_retriever, bar=bar, max_passages=self.max_passages
+        )
+        if not passages:  # the fused view may miss the bar retriever's best chunk; pass that one on
+            passages = cut_passages(results, self._signal.retrievers[0], bar_retriever=None, bar=None, max_passages=1)
+        return passages
+
     def decide(self, results: Mapping, *, query: str | None = None) -> Decision:
         self._check_results(results)
         score = self._signal(results)
@@ -158,12 +168,7 @@ class ThresholdGate(Gate):
         if self.hedge_below is not None and not self._clears(score, self.hedge_below):
             action = "hedge"
             reasons.append(f"{self.signal} {score:.3f} inside the hedge band (fails {relation} {self.hedge_below:.3f})")
-        bar_retriever, bar = self._passage_bar()
-        passages = cut_passages(
-            results, self._view, bar_retriever=bar_retriever, bar=bar, max_passages=self.max_passages
-        )
-        if not passages:  # the fused view may miss the bar retriever's best chunk; pass that one on
-            passages = cut_passages(results, self._signal.retrievers[0], bar_retriever=None, bar=None, max_passages=1)
+        passages = self.passages_for(results)
         if not passages:  # never answer with nothing to answer from
             return self._refuse(results, query, reasons + ["no passage to pass on"], score)
         return self._answer(action, results, query, passages, reasons, score)
