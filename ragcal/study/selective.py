@@ -8,8 +8,10 @@
   ``dense_top1`` on the same resamples;
 - ``certified_gates.csv``: the Learn-then-Test gates of :func:`certified_fitters`,
   held out per slice like ``gates.csv`` (support outcomes included);
-- ``guarantees.csv``: over the same splits, how often each certified bound held
-  on the held-out half, beside its nominal level;
+- ``guarantees.csv``: for each certified bound, beside its nominal level, how
+  often it held on the held-out half of the same splits, and how often it held
+  for the population when the labeled set itself is taken as the population
+  (:func:`population_check`);
 - ``certificate.csv`` and ``gates/threshold_risk_guarantee02.json``: the
   selective-risk gate fitted on every labeled question, and what was tested.
 """
@@ -26,6 +28,7 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..calibration import parse_rule
 from ..gates import (
+    certify_chain,
     certify_floor_gap,
     certify_learned_gate,
     certify_threshold_gate,
@@ -35,6 +38,7 @@ from ..gates import (
     summarize_heldout_gates,
     support_inputs,
     support_levels,
+    table_support,
 )
 from ..metrics.selective import paired_selective_difference, risk_coverage, selective_summary
 from ..score_tables import signal_columns
@@ -49,12 +53,15 @@ __all__ = [
     "certified_fitters",
     "risk_coverage_tables",
     "guarantee_check",
+    "population_check",
     "evaluate_selective",
     "selective_section",
 ]
 
 #: Column (added to the study's copy of the score table, never written to scores.csv) with the dense support level.
 SUPPORT_COLUMN = "support_level_dense"
+#: Name of the learned gate's curve (cross-fitted scores) in ``risk_coverage.csv``, ranked with the signals.
+LEARNED_CURVE = "learned score (cross-fitted)"
 #: Signal every other one is compared with.
 BASELINE_SIGNAL = "dense_top1"
 #: 1 - confidence of every certified bound.
@@ -66,14 +73,22 @@ CERTIFIED_GATES = {
     "threshold unsupported_guarantee@0.1": ("threshold", ("unsupported_guarantee@0.1",)),
     "threshold recall@0.9 + false_answer@0.2": ("threshold", ("recall_guarantee@0.9", "false_answer_guarantee@0.2")),
     "floor-gap risk_guarantee@0.2": ("floor_gap", ("risk_guarantee@0.2",)),
+    "chain risk_guarantee@0.3": ("chain", ("risk_guarantee@0.3",)),
     "learned risk_guarantee@0.2": ("learned", ("risk_guarantee@0.2",)),
 }
+#: Calibration draws of :func:`population_check` in ``make reproduce`` (fewer with fewer splits).
+POPULATION_DRAWS = 1000
 #: The gate fitted on every question and saved, with its certificate.
 SAVED_GATE = "threshold risk_guarantee@0.2"
 
 
-def _certify(table, kind, rules, delta):
+def _certify(table, kind, rules, delta, results=None, gold=None):
     support = table[SUPPORT_COLUMN].to_numpy(dtype=float)
+    if kind == "chain":  # the rows of the study's table are its index: pick their passages and gold pages
+        rows = table.index
+        return certify_chain(
+            table, list(rules), results=[results[row] for row in rows], gold=[gold[row] for row in rows], delta=delta
+        )
     if kind == "threshold":
         return certify_threshold_gate(table, BASELINE_SIGNAL, list(rules), support=support, delta=delta)
     if kind == "floor_gap":
@@ -81,13 +96,17 @@ def _certify(table, kind, rules, delta):
     return certify_learned_gate(table, list(rules), support=support, delta=delta)
 
 
-def _fit(table, kind, rules, delta):
-    return _certify(table, kind, rules, delta)[0]
+def _fit(table, kind, rules, delta, results, gold):
+    return _certify(table, kind, rules, delta, results, gold)[0]
 
 
-def certified_fitters(delta: float = DELTA) -> dict:
-    """``{gate name: fit(table) -> Gate}``; the table needs :data:`SUPPORT_COLUMN`."""
-    return {name: partial(_fit, kind=kind, rules=rules, delta=delta) for name, (kind, rules) in CERTIFIED_GATES.items()}
+def certified_fitters(results, gold, delta: float = DELTA) -> dict:
+    """``{gate name: fit(table) -> Gate}``; the table needs :data:`SUPPORT_COLUMN`, and its index names the rows
+    of ``results`` and ``gold`` (per-row retrieval results and gold pages, for the chain's stages)."""
+    return {
+        name: partial(_fit, kind=kind, rules=rules, delta=delta, results=results, gold=gold)
+        for name, (kind, rules) in CERTIFIED_GATES.items()
+    }
 
 
 def _signals(table):
@@ -95,12 +114,14 @@ def _signals(table):
 
 
 def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, random_state=0):
-    """Curves and areas (with intervals and paired differences against :data:`BASELINE_SIGNAL`) of every signal.
+    """Curves and areas (with intervals and paired differences against :data:`BASELINE_SIGNAL`) of every signal
+    and of the learned gate's cross-fitted score (:data:`LEARNED_CURVE`).
 
     Returns
     -------
     curves : DataFrame
-        ``kind, name, threshold, answered, supported, unsupported, coverage, risk, generalized_risk``.
+        ``kind, name, threshold, answered, supported, unsupported, coverage, risk, generalized_risk``; kind
+        ``signal``, or ``learned`` for :data:`LEARNED_CURVE`.
     summary : DataFrame
         ``name, measure, value, low, high, difference, difference_low, difference_high, lower, rank`` (rank by AURC).
     """
@@ -115,6 +136,10 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
         scores = table[name].to_numpy(dtype=float)
         inputs[name] = (scores, levels, higher)
         curves.append(risk_coverage(scores, levels, higher_is_answerable=higher).assign(kind="signal", name=name))
+    learned = _learned_curve_inputs(table, results, gold, random_state=random_state)
+    if learned is not None:
+        inputs[LEARNED_CURVE] = learned
+        curves.append(risk_coverage(*learned[:2]).assign(kind="learned", name=LEARNED_CURVE))
     baseline = inputs[BASELINE_SIGNAL]
     for name, (scores, levels, higher) in inputs.items():
         summary = selective_summary(
@@ -137,6 +162,31 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
     return curves[front + [c for c in curves.columns if c not in front]], summary[columns]
 
 
+def _learned_curve_inputs(table, results, gold, *, random_state=0):
+    """Scores and support of the learned gate's ordering: cross-fitted scores, passages cut at its cosine bar.
+
+    Each row's learned score comes from a model fitted on the other folds
+    (:func:`ragcal.gates.learned.crossfit_scores`), so the curve does not
+    rank questions by a model that saw their labels. The passages are the
+    dense ones clearing the gate's cosine bar (``keep@0.95`` of ``dense_top1``
+    on the whole table, as the learned gate of the summaries), else the top one.
+    None when the table lacks a default learned signal.
+    """
+    import numpy as np
+
+    from ..calibration import fit_threshold
+    from ..gates import DEFAULT_LEARNED_SIGNALS
+    from ..gates.learned import crossfit_scores
+
+    if any(name not in table.columns or table[name].isna().all() for name in DEFAULT_LEARNED_SIGNALS):
+        return None
+    scores = crossfit_scores(table, DEFAULT_LEARNED_SIGNALS, random_state=random_state)
+    bar = fit_threshold("keep@0.95", table["dense_top1"], table["answerable"])
+    levels, top = support_levels(results, gold, "dense"), table["dense_top1"].to_numpy(dtype=float)
+    gold_passed = (levels >= bar) | ((top < bar) & (levels >= top))
+    return np.asarray(scores, dtype=float), gold_passed, True
+
+
 def _held_out_rate(heldout, slice_name, outcome):
     selected = heldout[(heldout["slice"] == slice_name) & (heldout["outcome"] == outcome)]
     return selected.assign(rate=selected["k"] / selected["n"].where(selected["n"] > 0)).set_index(["gate", "split"])[
@@ -144,21 +194,31 @@ def _held_out_rate(heldout, slice_name, outcome):
     ]
 
 
+def _bound_held(name, value, rate):
+    """Whether an observed rate is within a rule's bound; no answers means no unsupported answer."""
+    if name == "recall_guarantee":
+        return rate >= value
+    return rate.isna() | (rate <= value)
+
+
 def guarantee_check(heldout: pd.DataFrame, *, delta: float = DELTA) -> pd.DataFrame:
     """How often each certified bound held on the held-out half of each split.
 
-    A held-out half is a finite sample too: a bound that holds for the
-    population is still exceeded on some halves by chance, so the share of
-    halves within the bound is a rough check, not the guarantee itself (the
-    simulation tests check that).
+    Learn-then-Test bounds the chance that a **certified** gate breaks the
+    bound: P(certified and broken) <= delta. ``held`` is one minus the share
+    of splits where that happened (a split where nothing was certified
+    refuses everything and claims nothing). ``held_when_certified`` conditions
+    on the splits that certified something, which is not what is guaranteed:
+    when few splits certify, those are the ones whose calibration half looked
+    good, and with a finite pool of questions the other half then tends to
+    look worse. A held-out half is itself a sample, so even a gate whose
+    population rate is within the bound is exceeded on some halves by chance;
+    :func:`population_check` has neither problem.
 
     Returns
     -------
     DataFrame
-        ``gate, rule, bound, nominal, held, certified_splits, splits``:
-        ``held`` is the share of the splits in which something was certified
-        (elsewhere the gate refuses everything and the guarantee says nothing)
-        whose held-out half is within the bound.
+        ``gate, rule, bound, nominal, held, held_when_certified, certified_splits, splits``.
     """
     answered = _held_out_rate(heldout, "all questions", "answered")
     rates = {
@@ -174,23 +234,81 @@ def guarantee_check(heldout: pd.DataFrame, *, delta: float = DELTA) -> pd.DataFr
         certified = answered.loc[gate] > 0  # nothing certified: the gate refuses everything
         for rule in rules:
             name, value = parse_rule(rule)
-            rate = rates[name].loc[gate][certified]
-            if name == "recall_guarantee":
-                held = rate >= value
-            else:
-                held = rate.isna() | (rate <= value)  # nothing answered on the half: no unsupported answer
+            held = _bound_held(name, value, rates[name].loc[gate]) | ~certified
             rows.append(
                 {
                     "gate": gate,
                     "rule": rule,
                     "bound": value,
                     "nominal": 1 - delta,
-                    "held": float(held.mean()) if held.size else math.nan,
+                    "held": float(held.mean()),
+                    "held_when_certified": float(held[certified].mean()) if certified.any() else math.nan,
                     "certified_splits": int(certified.sum()),
                     "splits": int(certified.size),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def population_check(table, results, gold, *, n_draws: int = 200, size: int | None = None, delta: float = DELTA,
+                     random_state=0) -> pd.DataFrame:
+    """Each certified bound checked where the population is known: the labeled set itself.
+
+    Take the labeled questions as the population (each equally likely).
+    Draw a calibration set of ``size`` questions from it with replacement
+    (independent draws, as Learn-then-Test assumes; half the set by default,
+    as in the held-out splits), certify every gate of :data:`CERTIFIED_GATES`
+    on it, and compute the certified gate's rate on the whole population
+    exactly. The guarantee says that a certified gate breaks its bound in at
+    most ``delta`` of the draws; ``held`` is one minus the share of draws
+    where it did.
+
+    Returns
+    -------
+    DataFrame
+        ``gate, rule, bound, nominal, held_population, certified_draws, draws``.
+    """
+    import numpy as np
+
+    table = table.reset_index(drop=True)
+    size = len(table) // 2 if size is None else size
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    fitters = certified_fitters(results, gold, delta=delta)
+    rng = np.random.default_rng(random_state)
+    broken = {(gate, rule): 0 for gate, (_, rules) in CERTIFIED_GATES.items() for rule in rules}
+    certified_draws = dict.fromkeys(CERTIFIED_GATES, 0)
+    for _ in range(n_draws):
+        drawn = table.iloc[rng.integers(0, len(table), size)]
+        for gate_name, fit in fitters.items():
+            gate = fit(drawn)
+            answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
+            if not answered.any():
+                continue  # nothing certified: refuses everything, claims nothing
+            certified_draws[gate_name] += 1
+            unsupported = answered & ~table_support(gate, table, results, gold)
+            rates = {
+                "recall_guarantee": answered[answerable].mean(),
+                "false_answer_guarantee": answered[~answerable].mean(),
+                "risk_guarantee": unsupported.sum() / answered.sum(),
+                "unsupported_guarantee": unsupported.mean(),
+            }
+            for rule in CERTIFIED_GATES[gate_name][1]:
+                name, value = parse_rule(rule)
+                broken[gate_name, rule] += not bool(_bound_held(name, value, pd.Series([rates[name]])).iloc[0])
+    return pd.DataFrame(
+        [
+            {
+                "gate": gate,
+                "rule": rule,
+                "bound": parse_rule(rule)[1],
+                "nominal": 1 - delta,
+                "held_population": 1 - count / n_draws if n_draws else math.nan,
+                "certified_draws": certified_draws[gate],
+                "draws": n_draws,
+            }
+            for (gate, rule), count in broken.items()
+        ]
+    )
 
 
 def _gate_points(heldout_summary: pd.DataFrame) -> pd.DataFrame:
@@ -239,12 +357,18 @@ def evaluate_selective(
     table = table.reset_index(drop=True).assign(**{SUPPORT_COLUMN: support_levels(results, gold, "dense")})
     curves, summary = risk_coverage_tables(table, results, gold, n_resamples=n_resamples, random_state=random_state)
     certified_heldout = heldout_gates(
-        table, certified_fitters(), n_splits=n_splits, random_state=random_state, results=results, gold=gold
+        table, certified_fitters(results, gold), n_splits=n_splits, random_state=random_state, results=results,
+        gold=gold,
     )
     certified = summarize_heldout_gates(certified_heldout)
     points = _gate_points(pd.concat([summarize_heldout_gates(gate_heldout), certified], ignore_index=True))
     curves = pd.concat([curves, points], ignore_index=True)
-    guarantees = guarantee_check(certified_heldout)
+    population = population_check(
+        table, results, gold, n_draws=min(n_splits, POPULATION_DRAWS), random_state=random_state
+    )
+    guarantees = guarantee_check(certified_heldout).merge(
+        population[["gate", "rule", "held_population", "certified_draws", "draws"]], on=["gate", "rule"]
+    )
     kind, rules = CERTIFIED_GATES[SAVED_GATE]
     gate, certificate = _certify(table, kind, rules, DELTA)
     save_gate(
@@ -306,7 +430,7 @@ def selective_section(
         rows.append(
             {
                 "rank": int(row[("rank", "aurc")]),
-                "signal": name,
+                "signal or gate": name,
                 "AURC [95% CI]": _cell(row[("value", "aurc")], row[("low", "aurc")], row[("high", "aurc")]),
                 "E-AURC": _cell(row[("value", "e_aurc")], row[("low", "e_aurc")], row[("high", "e_aurc")]),
                 "AUGRC": _cell(row[("value", "augrc")], row[("low", "augrc")], row[("high", "augrc")]),
@@ -330,7 +454,10 @@ def selective_section(
             "bound": row.rule,
             "nominal": f"{row.nominal:.0%}",
             "certified in": f"{row.certified_splits} of {row.splits} splits",
-            "held on the held-out half (certified splits)": "n/a" if pd.isna(row.held) else f"{row.held:.1%}",
+            "held, held-out halves": f"{row.held:.1%}",
+            "of which certified": "n/a" if pd.isna(row.held_when_certified) else f"{row.held_when_certified:.1%}",
+            f"held for the population ({row.draws} draws)": f"{row.held_population:.1%}",
+            "certified in draws": f"{row.certified_draws} of {row.draws}",
         }
         for row in guarantees.itertuples()
     ]
@@ -343,7 +470,11 @@ def selective_section(
         "as that gate cuts them (`results/risk_coverage.csv`). Areas (lower is better): AURC (Geifman & El-Yaniv "
         "2017), E-AURC (AURC minus that of the oracle ordering of the same questions) and AUGRC (Traub et al. "
         "2024); 95% stratified bootstrap intervals (2,000 resamples by slice, seed 0), and the paired difference "
-        f"against `{BASELINE_SIGNAL}` on the same resamples. In-sample: no threshold is fitted here.",
+        f"against `{BASELINE_SIGNAL}` on the same resamples. In-sample: no threshold is fitted here. "
+        f"`{LEARNED_CURVE}` is the learned gate's ordering: each question scored by a model fitted on the other "
+        "four of five folds, its passages cut at the learned gate's cosine bar. The floor + gap gate and the chain "
+        "order no questions (two or three bars, not one score), so they have no curve and no area: they are the "
+        "held-out points below.",
         "",
         pd.DataFrame(rows).to_markdown(index=False),
         "",
@@ -354,14 +485,19 @@ def selective_section(
         "",
         "### Certified gates (Learn-then-Test)",
         "",
-        f"Each gate is certified on the calibration half of every split (delta {DELTA}: every bound holds with "
-        "probability at least 90% over the calibration draw) and counted on the other half. A held-out half is "
-        "itself a sample of about 95 questions, so a bound that holds for the population is still exceeded on some "
-        "halves by chance; the share of halves within the bound is a rough check beside the nominal level "
-        "(the simulation tests check the guarantee itself). When no candidate is certified the gate refuses "
-        "everything and the guarantee says nothing, so the check counts the splits where something was certified. "
-        "The learned gate fits its model on half of each calibration half and certifies on the other quarter of "
-        "the questions.",
+        f"Each gate is certified on the calibration half of every split (delta {DELTA}) and counted on the other "
+        "half. Learn-then-Test promises that a certified gate breaks its bound with probability at most delta "
+        "over the calibration draw; when nothing is certified the gate refuses everything and claims nothing. "
+        "*Held, held-out halves* is one minus the share of splits in which a certified gate broke its bound on "
+        "the held-out half, which is the quantity guaranteed (at least 90%), except that a half of about 95 "
+        "questions is itself a sample, so a gate whose population rate is within the bound still exceeds it on "
+        "some halves by chance. *Of which certified* conditions on the splits that certified something, which is "
+        "not guaranteed: when few splits certify, they are the ones whose calibration half looked good, and with "
+        "a finite pool the other half then tends to look worse. *Held for the population* takes the labeled set "
+        "itself as the population: calibration sets of half its size are drawn from it with replacement "
+        "(independent draws, as the guarantee assumes), and each certified gate's rate on the whole set is then "
+        "exact, with no second sample in the way. The learned gate fits its model on half of each calibration "
+        "set and certifies on the other half; the chain certifies its three stage bars together.",
         "",
         pd.DataFrame(check_rows).to_markdown(index=False),
         "",
