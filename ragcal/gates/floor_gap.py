@@ -13,7 +13,7 @@ from ._numbers import to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 from .threshold import _check_max_passages, cut_passages
 
-__all__ = ["FloorGapGate", "floor_gap_columns"]
+__all__ = ["FloorGapGate", "floor_gap_columns", "floor_gap_answers", "floor_gap_order"]
 
 
 def floor_gap_columns(retriever: str) -> tuple[str, str]:
@@ -160,3 +160,19 @@ def floor_gap_answers(top, second, floor, min_gap):
         above = top >= floor  # False for NaN: no hits
         single = np.isnan(second)
         return above & (single | (top - second > min_gap) | (second >= floor))
+
+
+def floor_gap_order(top, second, min_gap):
+    """The highest floor at which :class:`FloorGapGate` with this ``min_gap`` answers each question.
+
+    With the gap fixed, lowering the floor only adds answers, so the gates of
+    every floor are one threshold family on this score: the top score when the
+    top stands out by more than ``min_gap`` (or is the only hit), else the
+    second score. ``floor_gap_answers(top, second, f, min_gap)`` equals
+    ``floor_gap_order(top, second, min_gap) >= f`` for every floor ``f``.
+    NaN when there are no hits.
+    """
+    top, second = np.asarray(top, dtype=float), np.asarray(second, dtype=float)
+    with np.errstate(invalid="ignore"):
+        stands_out = np.isnan(second) | (top - second > min_gap)
+    return np.where(stands_out, top, second)

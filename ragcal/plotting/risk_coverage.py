@@ -51,7 +51,7 @@ class RiskCoverageDisplay:
 
         ``signals`` and ``gates`` pick what to draw (all when None), in that order.
         """
-        signal_rows = curves[curves["kind"].isin(["signal", "learned"])]
+        signal_rows = curves[curves["kind"].isin(["signal", "gate curve"])]
         names = list(dict.fromkeys(signal_rows["name"])) if signals is None else list(signals)
         missing = [name for name in names if name not in set(signal_rows["name"])]
         if missing:

@@ -60,8 +60,10 @@ __all__ = [
 
 #: Column (added to the study's copy of the score table, never written to scores.csv) with the dense support level.
 SUPPORT_COLUMN = "support_level_dense"
-#: Name of the learned gate's curve (cross-fitted scores) in ``risk_coverage.csv``, ranked with the signals.
+#: Names of the gates' curves in ``risk_coverage.csv`` (kind ``gate curve``), ranked with the signals: the learned
+#: gate's cross-fitted score, and the floor + gap gate at its fitted gap with the floor swept.
 LEARNED_CURVE = "learned score (cross-fitted)"
+FLOOR_GAP_CURVE = "floor-gap, floor swept"
 #: Signal every other one is compared with.
 BASELINE_SIGNAL = "dense_top1"
 #: 1 - confidence of every certified bound.
@@ -115,13 +117,13 @@ def _signals(table):
 
 def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, random_state=0):
     """Curves and areas (with intervals and paired differences against :data:`BASELINE_SIGNAL`) of every signal
-    and of the learned gate's cross-fitted score (:data:`LEARNED_CURVE`).
+    and of the gates that order questions (:data:`LEARNED_CURVE`, :data:`FLOOR_GAP_CURVE`).
 
     Returns
     -------
     curves : DataFrame
         ``kind, name, threshold, answered, supported, unsupported, coverage, risk, generalized_risk``; kind
-        ``signal``, or ``learned`` for :data:`LEARNED_CURVE`.
+        ``signal``, or ``gate curve`` for :data:`LEARNED_CURVE` and :data:`FLOOR_GAP_CURVE`.
     summary : DataFrame
         ``name, measure, value, low, high, difference, difference_low, difference_high, lower, rank`` (rank by AURC).
     """
@@ -136,10 +138,13 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
         scores = table[name].to_numpy(dtype=float)
         inputs[name] = (scores, levels, higher)
         curves.append(risk_coverage(scores, levels, higher_is_answerable=higher).assign(kind="signal", name=name))
+    floor_gap = _floor_gap_curve_inputs(table, results, gold)
+    inputs[FLOOR_GAP_CURVE] = floor_gap
+    curves.append(risk_coverage(*floor_gap[:2]).assign(kind="gate curve", name=FLOOR_GAP_CURVE))
     learned = _learned_curve_inputs(table, results, gold, random_state=random_state)
     if learned is not None:
         inputs[LEARNED_CURVE] = learned
-        curves.append(risk_coverage(*learned[:2]).assign(kind="learned", name=LEARNED_CURVE))
+        curves.append(risk_coverage(*learned[:2]).assign(kind="gate curve", name=LEARNED_CURVE))
     baseline = inputs[BASELINE_SIGNAL]
     for name, (scores, levels, higher) in inputs.items():
         summary = selective_summary(
@@ -160,6 +165,22 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
     curves = pd.concat(curves, ignore_index=True)
     front = ["kind", "name"]
     return curves[front + [c for c in curves.columns if c not in front]], summary[columns]
+
+
+def _floor_gap_curve_inputs(table, results, gold):
+    """Scores and support of the floor + gap family at the fitted gap: every floor, one curve.
+
+    The gap is ``fit_floor_gap``'s (``keep@0.95``) on the whole table; with it
+    fixed, the gate at floor ``f`` answers where :func:`ragcal.gates.floor_gap.floor_gap_order`
+    is at least ``f`` and passes on the dense passages clearing ``f``, so the
+    dense support level decides support.
+    """
+    from ..gates import fit_floor_gap
+    from ..gates.floor_gap import floor_gap_order
+
+    gap = fit_floor_gap(table, rule="keep@0.95").min_gap
+    scores = floor_gap_order(table["dense_top1"], table["dense_top2"], gap)
+    return scores, support_levels(results, gold, "dense"), True
 
 
 def _learned_curve_inputs(table, results, gold, *, random_state=0):
@@ -472,9 +493,10 @@ def selective_section(
         "2024); 95% stratified bootstrap intervals (2,000 resamples by slice, seed 0), and the paired difference "
         f"against `{BASELINE_SIGNAL}` on the same resamples. In-sample: no threshold is fitted here. "
         f"`{LEARNED_CURVE}` is the learned gate's ordering: each question scored by a model fitted on the other "
-        "four of five folds, its passages cut at the learned gate's cosine bar. The floor + gap gate and the chain "
-        "order no questions (two or three bars, not one score), so they have no curve and no area: they are the "
-        "held-out points below.",
+        f"four of five folds, its passages cut at the learned gate's cosine bar. `{FLOOR_GAP_CURVE}` is the floor + "
+        "gap gate at its fitted gap (`keep@0.95` on every question) with the floor swept: with the gap fixed, a "
+        "lower floor only adds answers, so its gates form one curve. The chain's three bars order no questions, so "
+        "it has no curve and no area: it is a held-out point below.",
         "",
         pd.DataFrame(rows).to_markdown(index=False),
         "",

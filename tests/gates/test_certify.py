@@ -281,3 +281,22 @@ def test_chain_risk_and_joint_guarantees_hold_in_simulation():
     assert np.mean(held_risk) >= 1 - delta - 0.035  # ~ 3 standard errors over 150 draws
     assert np.mean(held_joint) >= 1 - delta - 0.035
     assert certified >= 75  # within reach: most draws certify something (90 of 150 when written)
+
+
+def test_floor_gap_order_is_the_floor_family_at_a_fixed_gap():
+    from ragcal.gates.floor_gap import floor_gap_order
+
+    rng = np.random.default_rng(30)
+    top = rng.random(300)
+    second = top - rng.exponential(0.05, 300)
+    second[:10] = np.nan  # single hits
+    top[10:15] = np.nan  # no hits
+    second[10:15] = np.nan
+    second[20] = top[20]  # a tie between the two best
+    for gap in (0.0, 0.03, 0.1):
+        order = floor_gap_order(top, second, gap)
+        for floor in np.concatenate([np.quantile(top[15:], [0, 0.3, 0.6, 0.9]), [top[20], second[30]]]):
+            with np.errstate(invalid="ignore"):
+                assert np.array_equal(floor_gap_answers(top, second, floor, gap), order >= floor)
+    # by hand: gap 0.2 > 0.1 answers from the top; gap 0.05 needs the second; one hit answers from the top
+    assert floor_gap_order([0.8, 0.8, 0.7], [0.6, 0.75, np.nan], 0.1).tolist() == [0.8, 0.75, 0.7]
