@@ -52,6 +52,7 @@ from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
 from .support import (
+    bar_support,
     cut_support,
     gold_pages,
     signal_support,
@@ -77,6 +78,7 @@ __all__ = [
     "supported_answers",
     "table_support",
     "cut_support",
+    "bar_support",
     "ACTIONS",
     "TIERS",
     "Decision",

@@ -165,6 +165,7 @@ class Gate(ABC):
     def to_dict(self) -> dict:
         """JSON-ready form with a ``type`` key; :func:`gate_from_dict` reverses it."""
 
+    @abstractmethod
     def passages_for(self, results: Mapping[str, RetrievalResult], *, stage: str | None = None) -> list:
         """The ``(chunk id, score)`` pairs :meth:`decide` passes on when it answers, without deciding again.
 
@@ -172,7 +173,6 @@ class Gate(ABC):
         row's answer is built from (see :func:`ragcal.gates.support.table_support`).
         ``stage`` names the stage that answered, for a chain.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not say which passages it passes on")
 
     def bind(self, refusals) -> "Gate":
         """A copy that words its refusals with ``refusals`` (a CorpusDescription)."""

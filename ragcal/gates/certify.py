@@ -526,6 +526,7 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
     """
     from ..calibration import fit_threshold
     from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, _matrix, fit_learned_score
+    from .support import bar_support
 
     signals = tuple(DEFAULT_LEARNED_SIGNALS if signals is None else signals)
     table = check_score_table(table).reset_index(drop=True)
@@ -548,8 +549,7 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
             raise ValueError(f"certify_learned_gate: {levels.size} support levels for {len(table)} rows")
         levels, top = levels[~fitting], certify_table["dense_top1"].to_numpy(dtype=float)
         # Passages are the dense ones clearing the bar; when none does, the top one (gold when its level is the top).
-        gold_passed = (levels >= bar) | ((top < bar) & (levels >= top))
-        supported = answered & gold_passed[None, :]
+        supported = answered & bar_support(levels, top, bar)[None, :]
     parameters = pd.DataFrame({"threshold": candidates})
     certificate = certify_candidates(
         answered, supported, certify_table["answerable"], rules, delta=delta, method=method, parameters=parameters

@@ -19,6 +19,7 @@ from ..chunking import pages_of
 from ..metrics import clopper_pearson
 from ..score_tables import check_score_table, unanswerable_slices
 from .base import ACTIONS
+from .support import table_support
 
 __all__ = [
     "answered_shares",
@@ -76,19 +77,6 @@ def _counts(table, decisions, stages=(), supported=None):
             rows.append((name, "unsupported", n_answered - n_supported, n))
             rows.append((name, "selective_risk", n_answered - n_supported, n_answered))
     return rows
-
-
-def _supported(gate, decisions, results, gold) -> np.ndarray:
-    """Which rows the gate answers with a gold passage: :meth:`Gate.decide` on the answered rows only."""
-    from .support import supported_answers
-
-    answered = np.flatnonzero(decisions["action"].to_numpy(dtype=object) != "refuse")
-    supported = np.zeros(len(decisions), dtype=bool)
-    if answered.size:
-        supported[answered] = supported_answers(
-            [gate.decide(results[row]) for row in answered], [gold[row] for row in answered]
-        )
-    return supported
 
 
 def gate_outcomes(
@@ -211,7 +199,9 @@ def heldout_gates(
             stages = [stage.name for stage in getattr(gate, "stages", ())]
             supported = None
             if results is not None:
-                supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
+                supported = table_support(
+                    gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
+                )
             rows += [(split, name, *row) for row in _counts(evaluation, decisions, stages, supported)]
     return pd.DataFrame(rows, columns=["split", "gate", "slice", "outcome", "k", "n"])
 

@@ -42,6 +42,7 @@ __all__ = [
     "results_from_runs",
     "table_support",
     "cut_support",
+    "bar_support",
 ]
 
 
@@ -165,7 +166,7 @@ def results_from_runs(runs_dir, query_ids) -> list[dict]:
     return results
 
 
-def table_support(gate, table, results, gold) -> np.ndarray:
+def table_support(gate, table, results, gold, *, decisions=None) -> np.ndarray:
     """True where ``gate`` answers a row of ``table`` (by :meth:`Gate.decide_table`) with a gold passage.
 
     The passages are :meth:`Gate.passages_for` of the row's results (of the
@@ -181,11 +182,14 @@ def table_support(gate, table, results, gold) -> np.ndarray:
         ``{retriever: RetrievalResult}`` per row of ``table``.
     gold : sequence of set of str
         Gold pages per row (empty: unanswerable).
+    decisions : DataFrame, default=None
+        ``gate.decide_table(table)`` when already computed.
     """
     results, gold = list(results), list(gold)
     if not len(results) == len(gold) == len(table):
         raise ValueError(f"table_support: {len(table)} rows, {len(results)} result sets and {len(gold)} gold sets")
-    decisions = gate.decide_table(table)
+    if decisions is None:
+        decisions = gate.decide_table(table)
     actions = decisions["action"].to_numpy(dtype=object)
     stages = decisions["stage"].to_numpy(dtype=object)
     supported = np.zeros(len(table), dtype=bool)
@@ -243,3 +247,16 @@ def cut_support(gate, results, gold, thresholds) -> np.ndarray:
         fallback = len(bar_listed.chunk_ids) > 0 and page_of(bar_listed.chunk_ids[0]) in pages
         out[:, position] = passed_gold | (~clears.any(axis=1) & fallback)
     return out
+
+
+def bar_support(levels, top, bar) -> np.ndarray:
+    """Gold passed on by a cut at ``bar`` that falls back to the top passage when nothing clears it.
+
+    ``levels`` are :func:`support_levels` of the retriever cut and ``top`` its
+    top scores: a gold passage clears the bar, or nothing clears it and the
+    top passage is gold (its level is the top score). This is how a
+    :class:`LearnedGate` cuts the dense list at its cosine bar.
+    """
+    levels, top = np.asarray(levels, dtype=float), np.asarray(top, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return (levels >= bar) | ((top < bar) & (levels >= top))

@@ -38,7 +38,7 @@ from ..gates import (
     summarize_heldout_gates,
     support_inputs,
 )
-from ..gates.evaluate import _supported
+from ..gates.support import table_support
 
 __all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates"]
 
@@ -71,7 +71,9 @@ def _split_zero(table: pd.DataFrame, fitters: dict, random_state, results, gold)
     for name, fit in fitters.items():
         gate = fit(table[calibration])
         decisions = gate.decide_table(evaluation)
-        supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
+        supported = table_support(
+            gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
+        )
         frames.append(gate_outcomes(evaluation, decisions, supported=supported).assign(gate=name))
     return pd.concat(frames, ignore_index=True)
 

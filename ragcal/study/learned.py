@@ -35,7 +35,8 @@ from sklearn.metrics import roc_auc_score
 from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..gates import fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
-from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _supported
+from ..gates.evaluate import ALL_UNANSWERABLE, _counts
+from ..gates.support import table_support
 from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore
 from ..score_tables import check_score_table, unanswerable_slices
 from ..signals import SIGNALS
@@ -160,7 +161,9 @@ def heldout_learned(
             decisions = gate.decide_table(evaluation)
             supported = None
             if results is not None:
-                supported = _supported(gate, decisions, [results[row] for row in held], [gold[row] for row in held])
+                supported = table_support(
+                    gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
+                )
             outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions, (), supported)]
             scores = decisions["score"].to_numpy(dtype=float)
             keep = ~np.isnan(scores)

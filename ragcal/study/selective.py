@@ -23,11 +23,13 @@ import math
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_text
 from ..calibration import parse_rule
 from ..gates import (
+    bar_support,
     certify_chain,
     certify_floor_gap,
     certify_learned_gate,
@@ -193,8 +195,6 @@ def _learned_curve_inputs(table, results, gold, *, random_state=0):
     on the whole table, as the learned gate of the summaries), else the top one.
     None when the table lacks a default learned signal.
     """
-    import numpy as np
-
     from ..calibration import fit_threshold
     from ..gates import DEFAULT_LEARNED_SIGNALS
     from ..gates.learned import crossfit_scores
@@ -203,8 +203,7 @@ def _learned_curve_inputs(table, results, gold, *, random_state=0):
         return None
     scores = crossfit_scores(table, DEFAULT_LEARNED_SIGNALS, random_state=random_state)
     bar = fit_threshold("keep@0.95", table["dense_top1"], table["answerable"])
-    levels, top = support_levels(results, gold, "dense"), table["dense_top1"].to_numpy(dtype=float)
-    gold_passed = (levels >= bar) | ((top < bar) & (levels >= top))
+    gold_passed = bar_support(support_levels(results, gold, "dense"), table["dense_top1"], bar)
     return np.asarray(scores, dtype=float), gold_passed, True
 
 
@@ -219,7 +218,7 @@ def _bound_held(name, value, rate):
     """Whether an observed rate is within a rule's bound; no answers means no unsupported answer."""
     if name == "recall_guarantee":
         return rate >= value
-    return rate.isna() | (rate <= value)
+    return pd.isna(rate) | (rate <= value)
 
 
 def guarantee_check(heldout: pd.DataFrame, *, delta: float = DELTA) -> pd.DataFrame:
@@ -289,8 +288,6 @@ def population_check(table, results, gold, *, n_draws: int = 200, size: int | No
     DataFrame
         ``gate, rule, bound, nominal, held_population, certified_draws, draws``.
     """
-    import numpy as np
-
     table = table.reset_index(drop=True)
     size = len(table) // 2 if size is None else size
     answerable = table["answerable"].to_numpy(dtype=bool)
@@ -315,7 +312,7 @@ def population_check(table, results, gold, *, n_draws: int = 200, size: int | No
             }
             for rule in CERTIFIED_GATES[gate_name][1]:
                 name, value = parse_rule(rule)
-                broken[gate_name, rule] += not bool(_bound_held(name, value, pd.Series([rates[name]])).iloc[0])
+                broken[gate_name, rule] += not _bound_held(name, value, rates[name])
     return pd.DataFrame(
         [
             {
