@@ -321,26 +321,56 @@ def wait_until_settled(driver, timeout):
     raise AssertionError(f"the widget kept changing or the kernel stayed busy for {timeout} s")
 
 
+def dismiss_dialogs(driver) -> list[str]:
+    """Close every open JupyterLab dialog with its default button (Escape when it has none); return their texts.
+
+    A modal dialog that opens while the notebook loads (seen once in CI, its
+    text not recorded) takes every click meant for the menu bar.
+    """
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    texts = []
+    for dialog in driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog"):
+        texts.append(" ".join(dialog.text.split()))
+        buttons = dialog.find_elements(By.CSS_SELECTOR, ".jp-Dialog-button.jp-mod-accept")
+        if buttons:
+            buttons[0].click()
+        else:
+            dialog.send_keys(Keys.ESCAPE)
+    if texts:
+        print(f"dismissed JupyterLab dialog(s): {texts}")
+    return texts
+
+
 def run_all_cells(driver, attempts=3, started_within=30):
     """Run › Run All Cells, from the menu bar, until a cell shows it ran or is running.
 
     A click on a menu that is still opening can be lost; it is repeated (up to
     ``attempts`` times) when no prompt changes within ``started_within`` seconds.
+    An open dialog is dismissed first (and again when it takes the click).
     """
+    from selenium.common.exceptions import ElementClickInterceptedException
     from selenium.webdriver.common.by import By
 
+    dismissed = []
     for attempt in range(attempts):
-        menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run")
-        menu.click()
-        entries = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-content .lm-Menu-item .lm-Menu-itemLabel")
-        next(entry for entry in entries if entry.text == "Run All Cells").click()
+        dismissed += dismiss_dialogs(driver)
+        try:
+            menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run")
+            menu.click()
+            entries = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-content .lm-Menu-item .lm-Menu-itemLabel")
+            next(entry for entry in entries if entry.text == "Run All Cells").click()
+        except ElementClickInterceptedException:
+            time.sleep(1)
+            continue
         deadline = time.monotonic() + started_within
         while time.monotonic() < deadline:
             prompts = driver.execute_script(READ_NOTEBOOK)["prompts"]
             if any(re.fullmatch(r"\[(\*|\d+)\]:", prompt) for prompt in prompts):
                 return
             time.sleep(0.25)
-    raise AssertionError(f"Run All Cells started no cell in {attempts} tries")
+    raise AssertionError(f"Run All Cells started no cell in {attempts} tries (dialogs dismissed: {dismissed})")
 
 
 @pytest.mark.slow
