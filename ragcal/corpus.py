@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-__all__ = ["Document", "CorpusError", "IncludeWarning", "load_corpus", "METADATA_FIELDS"]
+__all__ = ["Document", "CorpusError", "IncludeWarning", "corpus_pages", "load_corpus", "METADATA_FIELDS"]
 
 #: Front-matter keys that are lifted into ``Document.metadata`` under these names.
 #: Other front-matter keys are kept too, unchanged.
@@ -116,6 +116,7 @@ class Document:
     metadata: dict = field(default_factory=dict, compare=False)
     missing_includes: tuple[str, ...] = ()
     rejected_includes: tuple[str, ...] = ()
+    consulted: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
 
 def strip_heading_anchor(heading: str) -> str:
@@ -210,14 +211,18 @@ def _select_mdbook_lines(code: str, selector: str) -> list[str] | None:
     return [line for line in lines if not _ANCHOR_MARKER.search(line)]
 
 
-def _expand_includes(text: str, include_root: Path, source: Path) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _expand_includes(
+    text: str, include_root: Path, source: Path
+) -> tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     missing: list[str] = []
     rejected: list[str] = []
+    consulted: dict[str, None] = {}
 
     def resolve(target: str, path_text: str, candidate: Path) -> Path | None:
         if Path(path_text).is_absolute():
             resolved, reason = None, "absolute paths are not allowed"
         else:
+            consulted[str(candidate.absolute())] = None
             resolved, reason = _confine(candidate, include_root)
         if reason is not None:
             rejected.append(target)
@@ -255,7 +260,7 @@ def _expand_includes(text: str, include_root: Path, source: Path) -> tuple[str, 
     def replace(match: re.Match) -> str:
         return replace_fastapi(match) if match.group("fastapi") else replace_mdbook(match)
 
-    return _INCLUDE.sub(replace, text), tuple(missing), tuple(rejected)
+    return _INCLUDE.sub(replace, text), tuple(missing), tuple(rejected), tuple(consulted)
 
 
 def _listing_caption(match: re.Match) -> str:
@@ -294,8 +299,9 @@ def load_document(
     body = _unwrap_listings(body)
     missing: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()
+    consulted: tuple[str, ...] = ()
     if expand_includes:
-        body, missing, rejected = _expand_includes(body, Path(include_root or root.parent), path)
+        body, missing, rejected, consulted = _expand_includes(body, Path(include_root or root.parent), path)
     title_match = _TITLE.search(_strip_fences(body))
     title = strip_heading_anchor(title_match.group(1)) if title_match else path.stem.replace("-", " ")
     return Document(
@@ -305,12 +311,34 @@ def load_document(
         metadata=metadata,
         missing_includes=missing,
         rejected_includes=rejected,
+        consulted=consulted,
     )
 
 
 def _strip_fences(text: str) -> str:
     """Blank out fenced code so that ``# comment`` lines are not read as headings."""
     return re.sub(r"^(`{3,}|~{3,}).*?^\1[ \t]*$", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def corpus_pages(folder, *, exclude=()) -> list[Path]:
+    """The Markdown files :func:`load_corpus` reads from ``folder``, sorted by path, ``exclude`` left out.
+
+    Raises
+    ------
+    CorpusError
+        If the folder does not exist, is empty or holds no Markdown.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise CorpusError(f"{root}: corpus folder does not exist or is not a directory")
+    if not any(root.iterdir()):
+        raise CorpusError(f"{root}: folder is empty, no Markdown (*.md) files to load")
+    excluded = set(exclude)
+    paths = sorted(path for path in root.rglob("*.md") if path.is_file())
+    paths = [path for path in paths if path.relative_to(root).as_posix() not in excluded]
+    if not paths:
+        raise CorpusError(f"{root}: no Markdown (*.md) files found")
+    return paths
 
 
 def load_corpus(
@@ -363,15 +391,7 @@ def load_corpus(
     (111, 0)
     """
     root = Path(folder)
-    if not root.is_dir():
-        raise CorpusError(f"{root}: corpus folder does not exist or is not a directory")
-    if not any(root.iterdir()):
-        raise CorpusError(f"{root}: folder is empty, no Markdown (*.md) files to load")
-    excluded = set(exclude)
-    paths = sorted(path for path in root.rglob("*.md") if path.is_file())
-    paths = [path for path in paths if path.relative_to(root).as_posix() not in excluded]
-    if not paths:
-        raise CorpusError(f"{root}: no Markdown (*.md) files found")
+    paths = corpus_pages(root, exclude=exclude)
     include_root = Path(include_root) if include_root is not None else root.parent
     return [
         load_document(path, root=root, expand_includes=expand_includes, include_root=include_root) for path in paths

@@ -94,6 +94,22 @@ class BM25Retriever:
         self._postings = {token: np.asarray(positions) for token, positions in postings.items()}
 
     @classmethod
+    def from_sparse(cls, chunk_ids, sparse: SparseBM25, *, variant: str = "raw", name: str | None = None):
+        """A sparse-backend retriever over an already built :class:`SparseBM25` (one document per chunk id)."""
+        if sparse.corpus_size != len(chunk_ids):
+            raise ValueError(f"the BM25 scorer holds {sparse.corpus_size} documents for {len(chunk_ids)} chunk ids")
+        if variant not in TOKENIZERS:
+            raise ValueError(f"The 'variant' parameter of BM25Retriever must be one of {TOKENIZERS}. Got {variant!r}.")
+        retriever = cls.__new__(cls)
+        retriever.chunk_ids = list(chunk_ids)
+        retriever.variant = variant
+        retriever.name = name or f"bm25_{variant}"
+        retriever.backend = "sparse"
+        retriever.view = view_key(retriever.chunk_ids)
+        retriever.bm25 = sparse
+        return retriever
+
+    @classmethod
     def from_chunks(
         cls, chunks, *, variant: str = "raw", name: str | None = None, backend: str = "sparse"
     ) -> "BM25Retriever":

@@ -107,6 +107,43 @@ class SparseBM25:
             (contribution[order], doc_ids[order], indptr), shape=(n_documents, len(vocabulary)), copy=False
         )
 
+    @classmethod
+    def from_arrays(
+        cls, *, vocabulary, idf, weights, doc_len, k1: float, b: float, epsilon: float, avgdl: float, average_idf: float
+    ) -> "SparseBM25":
+        """Rebuild a scorer from the arrays it keeps (as saved by :mod:`ragcal.retrieval.store`), without re-tokenising.
+
+        Parameters
+        ----------
+        vocabulary : sequence of str
+            Terms in column order.
+        idf : array of float64
+            IDF of each term, in the same order (floors included).
+        weights : tuple of (data, indices, indptr)
+            The CSC arrays of :attr:`weights`; they are used as given (not
+            copied), so memory-mapped arrays stay memory-mapped.
+        doc_len : array of int64
+        k1, b, epsilon, avgdl, average_idf : float
+        """
+        from scipy.sparse import csc_matrix
+
+        scorer = cls.__new__(cls)
+        terms = list(vocabulary)
+        if len(idf) != len(terms):
+            raise ValueError(f"{len(idf)} IDF values for {len(terms)} terms")
+        scorer.k1, scorer.b, scorer.epsilon = k1, b, epsilon
+        scorer.doc_len = doc_len
+        scorer.corpus_size = len(doc_len)
+        scorer.avgdl = avgdl
+        scorer.average_idf = average_idf
+        scorer.vocabulary = dict(zip(terms, range(len(terms))))
+        scorer.idf = dict(zip(terms, np.asarray(idf, dtype=np.float64).tolist()))
+        data, indices, indptr = weights
+        if len(indptr) != len(terms) + 1:
+            raise ValueError(f"indptr of length {len(indptr)} for {len(terms)} terms")
+        scorer.weights = csc_matrix((data, indices, indptr), shape=(scorer.corpus_size, len(terms)), copy=False)
+        return scorer
+
     def _idf(self, words, document_frequency) -> dict:
         idf: dict[str, float] = {}
         idf_sum = 0.0

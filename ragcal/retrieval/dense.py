@@ -42,6 +42,24 @@ class DenseRetriever:
         self.index = build_faiss_index(embeddings, self.index_spec)
         self.view = view_key(self.chunk_ids)  # stamped on every result: which chunks were searched
 
+    @classmethod
+    def from_faiss(cls, chunk_ids, faiss_index, *, embedder=None, name: str = "dense", index="flat") -> "DenseRetriever":
+        """A retriever over an already built faiss index (e.g. one loaded by :mod:`ragcal.retrieval.store`).
+
+        ``faiss_index`` must hold one vector per chunk, in ``chunk_ids`` order,
+        built as ``index`` says.
+        """
+        if faiss_index.ntotal != len(chunk_ids):
+            raise ValueError(f"the faiss index holds {faiss_index.ntotal} vectors for {len(chunk_ids)} chunk ids")
+        retriever = cls.__new__(cls)
+        retriever.chunk_ids = list(chunk_ids)
+        retriever.embedder = embedder
+        retriever.name = name
+        retriever.index_spec = index if isinstance(index, DenseIndexSpec) else DenseIndexSpec(kind=index)
+        retriever.index = faiss_index
+        retriever.view = view_key(retriever.chunk_ids)
+        return retriever
+
     @property
     def index_config(self) -> dict:
         """Kind and parameters of the faiss index, for provenance."""

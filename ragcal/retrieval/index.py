@@ -13,6 +13,7 @@ a caller who may see only some access levels (see :mod:`ragcal.access`).
 from __future__ import annotations
 
 import hashlib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
 from ..embedding import DEFAULT_MODEL, Embedder
+from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .diagnostics import attach_diagnostics
@@ -258,11 +260,45 @@ def chunk_corpus(
     documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
     if chunker == "headings":
         chunks = chunk_by_headings(documents, max_tokens=max_tokens)
-        chunking = {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
     else:
         chunks = chunk_fixed_size(documents, size=window)
-        chunking = {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
+    chunking = _chunking_options(chunker, max_tokens=max_tokens, window=window, expand_includes=expand_includes)
     return documents, chunks, {**chunking, "excluded": list(exclude)}
+
+
+def _chunking_options(chunker: str, *, max_tokens: int, window: int, expand_includes: bool) -> dict:
+    """The chunker and the options it reads, for provenance and for the saved index's key."""
+    if chunker == "headings":
+        return {"chunker": "headings", "max_tokens": max_tokens, "expand_includes": expand_includes}
+    return {"chunker": "fixed", "window": window, "expand_includes": expand_includes}
+
+
+def _persistable(embedder) -> bool:
+    """Whether ``embedder`` has an on-disk cache to save the index in (not a user's own embedder or ``--no-cache``)."""
+    return (
+        bool(getattr(embedder, "use_cache", False))
+        and hasattr(embedder, "cache_dir")
+        and hasattr(embedder, "cache_key")
+    )
+
+
+def _dense_build_parameters(spec: DenseIndexSpec) -> dict:
+    """What the faiss index's content depends on (query-time ``ef_search`` and ``nprobe`` aside)."""
+    if spec.kind == "hnsw":
+        return {"kind": spec.kind, "hnsw_m": spec.hnsw_m, "ef_construction": spec.ef_construction}
+    if spec.kind == "ivf":
+        return {"kind": spec.kind, "nlist": spec.nlist}
+    return {"kind": spec.kind}
+
+
+def _reissue(build_warnings) -> None:
+    """Warn again what loading and chunking the corpus warned (also when the index comes from the cache)."""
+    from ..access import AccessWarning
+    from ..corpus import IncludeWarning
+
+    categories = {"AccessWarning": AccessWarning, "IncludeWarning": IncludeWarning}
+    for name, message in build_warnings:
+        warnings.warn(message, categories.get(name, UserWarning), stacklevel=3)
 
 
 def build_index(
@@ -282,8 +318,9 @@ def build_index(
     reranker=None,
     rerank_depth: int = 50,
     dense_index="flat",
+    persist: bool = True,
 ) -> RetrievalIndex:
-    """Load, chunk, embed (through the cache) and index a Markdown folder.
+    """Load, chunk, embed (through the cache) and index a Markdown folder; or load the index saved by an earlier build.
 
     Parameters
     ----------
@@ -318,6 +355,14 @@ def build_index(
         faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
         Recorded in ``config`` (``dense_index`` and its parameters): a
         threshold fitted on approximate scores is on another scale.
+    persist : bool, default=True
+        Save the built index in the cache folder of the embedder, and load it
+        from there when the pages, options, model, index kind and access
+        policy are all the same (:mod:`ragcal.retrieval.store`). A changed
+        page, included file, option or model never loads a stale index; a
+        corrupt one is rebuilt with an :class:`~ragcal.retrieval.store.IndexCacheWarning`.
+        Nothing is saved without a cache (``use_cache=False``) or with an
+        embedder of your own that has none.
     """
     if chunker not in CHUNKERS:
         raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
@@ -326,28 +371,69 @@ def build_index(
 
         reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
     access = access or AccessPolicy()
-    documents, chunks, chunking = chunk_corpus(
-        corpus_dir,
-        chunker=chunker,
-        max_tokens=max_tokens,
-        window=window,
-        expand_includes=expand_includes,
-        exclude=exclude,
-    )
-    exclude = chunking.pop("excluded")
-    if not chunks:
-        raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
     embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
-    dense = DenseRetriever.from_chunks(chunks, embedder, index=dense_index)
-    bm25 = {f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")}
-    corpus_digest = hashlib.sha256("\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()).hexdigest()
+    spec = dense_index if isinstance(dense_index, DenseIndexSpec) else DenseIndexSpec(kind=dense_index)
+    chunking = _chunking_options(chunker, max_tokens=max_tokens, window=window, expand_includes=expand_includes)
+    exclude = list(exclude)
+    saved = None
+    if persist and _persistable(embedder):
+        from . import store
+
+        slot, key = store.index_key(
+            corpus_dir,
+            options={**chunking, "exclude": sorted(exclude)},
+            embedder_key=embedder.cache_key,
+            dense_build=_dense_build_parameters(spec),
+            access=access.to_dict(),
+        )
+        saved = store.load_index(embedder.cache_dir, key, embedder=embedder, dense_spec=spec)
+    if saved is not None:
+        chunks, levels, dense, bm25, facts, build_warnings = saved
+        _reissue(build_warnings)
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            documents, chunks, _ = chunk_corpus(
+                corpus_dir,
+                chunker=chunker,
+                max_tokens=max_tokens,
+                window=window,
+                expand_includes=expand_includes,
+                exclude=exclude,
+            )
+            if not chunks:
+                raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
+            levels = access.levels(chunks)
+        build_warnings = [(type(warning.message).__name__, str(warning.message)) for warning in caught]
+        _reissue(build_warnings)
+        dense = DenseRetriever.from_chunks(chunks, embedder, index=spec)
+        bm25 = {
+            f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")
+        }
+        facts = {
+            "documents": sorted(document.path for document in documents),
+            "n_chunks": len(chunks),
+            "chunks_sha256": hashlib.sha256(
+                "\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()
+            ).hexdigest(),
+        }
+        if persist and _persistable(embedder):
+            store.save_index(
+                RetrievalIndex(chunks, dense, bm25, levels=levels),
+                embedder.cache_dir,
+                slot=slot,
+                key=key,
+                facts=facts,
+                includes=store.include_states(documents),
+                build_warnings=build_warnings,
+            )
     config = {
         "ragcal_version": __version__,
         "corpus": str(corpus_dir),
-        "documents": sorted(document.path for document in documents),
-        "excluded": list(exclude),
-        "n_chunks": len(chunks),
-        "chunks_sha256": corpus_digest,
+        "documents": facts["documents"],
+        "excluded": exclude,
+        "n_chunks": facts["n_chunks"],
+        "chunks_sha256": facts["chunks_sha256"],
         "model": embedder.spec.name,
         "model_fingerprint": embedder.fingerprint,
         **chunking,
@@ -355,5 +441,5 @@ def build_index(
         **(reranker.to_dict() if reranker is not None else {}),
         **dense.index_config,
     }
-    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=access.levels(chunks), reranker=reranker)
+    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker)
     return index.restrict(allowed_levels) if allowed_levels is not None else index
