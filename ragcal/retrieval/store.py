@@ -311,7 +311,7 @@ def save_index(index, cache_dir, *, slot: str, key: str, facts: dict, includes: 
             "dense": {"name": index.dense.name, "spec": _spec_dict(index.dense.index_spec)},
             "bm25": bm25_states,
             "includes": includes,
-            "warnings": [[category.__name__, message] for category, message in build_warnings],
+            "warnings": [[category, message] for category, message in build_warnings],
             "files": files,
         }
         (temporary / _MANIFEST).write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
