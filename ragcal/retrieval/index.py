@@ -65,6 +65,8 @@ class RetrievalIndex:
     reranker: object = None
     _views: dict = field(default_factory=dict, repr=False, compare=False)
     _description: object = field(default=None, repr=False, compare=False)
+    #: ``(cache folder, key)`` of the saved index this one was built or loaded as (its views are saved beside it).
+    _saved: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.levels is None:
@@ -141,15 +143,12 @@ class RetrievalIndex:
             self._views[allowed] = self
             return self
         chunks = [self.chunks[position] for position in keep]
-        bm25 = {
-            name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name, backend=r.backend)
-            for name, r in self.bm25.items()
-        }
+        dense, bm25 = self._view_retrievers(allowed, keep, chunks)
         visible_pages = sorted({chunk.doc_path for chunk in chunks})
         config = {**self.config, "documents": visible_pages, "allowed_levels": list(allowed), "n_visible": len(keep)}
         view = RetrievalIndex(
             chunks,
-            self.dense.subset(keep),
+            dense,
             bm25,
             fuse=self.fuse,
             config=config,
@@ -158,6 +157,26 @@ class RetrievalIndex:
         )
         self._views[allowed] = view
         return view
+
+    def _view_retrievers(self, allowed, keep, chunks) -> tuple:
+        """The dense and BM25 retrievers of a view: loaded when saved beside this index, else built (and saved)."""
+        from . import store
+
+        chunk_ids = [chunk.chunk_id for chunk in chunks]
+        if self._saved is not None:
+            loaded = store.load_view(
+                *self._saved, allowed, keep, chunk_ids, embedder=self.dense.embedder, dense_spec=self.dense.index_spec
+            )
+            if loaded is not None:
+                return loaded
+        dense = self.dense.subset(keep)
+        bm25 = {
+            name: BM25Retriever.from_chunks(chunks, variant=r.variant, name=name, backend=r.backend)
+            for name, r in self.bm25.items()
+        }
+        if self._saved is not None and all(r.backend == "sparse" for r in bm25.values()):
+            store.save_view(*self._saved, allowed, keep, dense, bm25)
+        return dense, bm25
 
     def retrieve(
         self,
@@ -390,22 +409,26 @@ def build_index(
     if saved is not None:
         chunks, levels, dense, bm25, facts, build_warnings = saved
         _reissue(build_warnings)
+        saved = (embedder.cache_dir, key)
     else:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            documents, chunks, _ = chunk_corpus(
-                corpus_dir,
-                chunker=chunker,
-                max_tokens=max_tokens,
-                window=window,
-                expand_includes=expand_includes,
-                exclude=exclude,
-            )
-            if not chunks:
-                raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
-            levels = access.levels(chunks)
-        build_warnings = [(type(warning.message).__name__, str(warning.message)) for warning in caught]
-        _reissue(build_warnings)
+        caught = []
+        try:  # what loading and chunking warn is recorded, so that a load of the saved index warns it again
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                documents, chunks, _ = chunk_corpus(
+                    corpus_dir,
+                    chunker=chunker,
+                    max_tokens=max_tokens,
+                    window=window,
+                    expand_includes=expand_includes,
+                    exclude=exclude,
+                )
+                if not chunks:
+                    raise ValueError(f"{corpus_dir}: the corpus produced no chunks")
+                levels = access.levels(chunks)
+        finally:
+            build_warnings = [(type(warning.message).__name__, str(warning.message)) for warning in caught]
+            _reissue(build_warnings)
         dense = DenseRetriever.from_chunks(chunks, embedder, index=spec)
         bm25 = {
             f"bm25_{variant}": BM25Retriever.from_chunks(chunks, variant=variant) for variant in ("raw", "stopwords")
@@ -418,7 +441,7 @@ def build_index(
             ).hexdigest(),
         }
         if persist and _persistable(embedder):
-            store.save_index(
+            saved = store.save_index(
                 RetrievalIndex(chunks, dense, bm25, levels=levels),
                 embedder.cache_dir,
                 slot=slot,
@@ -427,6 +450,7 @@ def build_index(
                 includes=store.include_states(documents),
                 build_warnings=build_warnings,
             )
+            saved = (embedder.cache_dir, key) if saved is not None else None
     config = {
         "ragcal_version": __version__,
         "corpus": str(corpus_dir),
@@ -441,5 +465,5 @@ def build_index(
         **(reranker.to_dict() if reranker is not None else {}),
         **dense.index_config,
     }
-    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker)
+    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker, _saved=saved)
     return index.restrict(allowed_levels) if allowed_levels is not None else index

@@ -61,7 +61,16 @@ import numpy as np
 from .._io import sha256_file
 from ..embedding import CacheWarning
 
-__all__ = ["INDEX_FORMAT", "IndexCacheWarning", "index_key", "load_index", "save_index", "corpus_digest"]
+__all__ = [
+    "INDEX_FORMAT",
+    "IndexCacheWarning",
+    "corpus_digest",
+    "index_key",
+    "load_index",
+    "load_view",
+    "save_index",
+    "save_view",
+]
 
 #: Version of the saved layout; a change here makes every older entry unreachable.
 INDEX_FORMAT = 1
@@ -257,94 +266,70 @@ def _load_bm25(folder: Path, state: dict, chunk_ids):
     return BM25Retriever.from_sparse(chunk_ids, sparse, variant=state["variant"], name=state["name"])
 
 
-# --------------------------------------------------------------------------- save and load
+# --------------------------------------------------------------------------- folders written whole
 
 
-def save_index(index, cache_dir, *, slot: str, key: str, facts: dict, includes: dict, build_warnings=()) -> Path | None:
-    """Save ``index`` (a whole index, not a view) under ``key``; returns the entry folder, or None if not saved.
+def _write_folder(final: Path, fill, manifest: dict) -> Path | None:
+    """Create ``final`` whole: ``fill(temporary)`` writes the payload, then the manifest (with every file's
+    size and sha256) is added, everything is fsynced and the folder renamed into place.
 
-    ``facts`` holds what the provenance needs and only a build knows
-    (``documents``, ``n_chunks``, ``chunks_sha256``); ``includes`` is
-    :func:`include_states` of the loaded documents; ``build_warnings`` the
-    ``(category name, message)`` pairs loading them warned, issued again by
-    every load.
-
-    An index whose front matter holds values JSON cannot represent, or a
-    cache folder that cannot be written, is simply not saved (with an
-    :class:`IndexCacheWarning` for the latter): the index itself is fine.
+    Returns ``final``, or None when the cache cannot be written (an
+    :class:`IndexCacheWarning` says so; the index in memory is fine). When
+    another process renamed its copy into place first, theirs is kept.
     """
-    import faiss
-    import pyarrow.parquet as pq
-
-    final = entry_dir(cache_dir, key)
     if final.is_dir():
         return final
-    try:
-        table = _chunk_table(index.chunks, index.levels)
-    except TypeError:
-        return None
     parent = final.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
         temporary = Path(tempfile.mkdtemp(dir=parent, prefix=f".{final.name}.", suffix=".tmp"))
     except OSError as error:
-        warnings.warn(f"{parent}: cannot save the index ({error}); it will be rebuilt next time", IndexCacheWarning)
+        warnings.warn(f"{parent}: cannot save the index ({error}); it is rebuilt next time", IndexCacheWarning)
         return None
     try:
-        pq.write_table(table, temporary / "chunks.parquet")
-        faiss.write_index(index.dense.index, str(temporary / "dense.faiss"))
-        bm25_states = []
-        for retriever in index.bm25.values():
-            arrays, state = _bm25_arrays(retriever)
-            for name, array in arrays.items():
-                np.save(temporary / f"{state['name']}.{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
-            bm25_states.append(state)
+        fill(temporary)
         files = {
             path.name: {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
             for path in sorted(temporary.iterdir())
+            if path.is_file()
         }
-        manifest = {
-            "format": INDEX_FORMAT,
-            "slot": slot,
-            "key": key,
-            "facts": facts,
-            "dense": {"name": index.dense.name, "spec": _spec_dict(index.dense.index_spec)},
-            "bm25": bm25_states,
-            "includes": includes,
-            "warnings": [[category, message] for category, message in build_warnings],
-            "files": files,
-        }
-        (temporary / _MANIFEST).write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
+        (temporary / _MANIFEST).write_text(
+            json.dumps({**manifest, "files": files}, indent=1, default=str), encoding="utf-8"
+        )
         for path in temporary.iterdir():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
         try:
             os.rename(temporary, final)
-        except OSError:  # another process saved the same entry first: keep theirs
+        except OSError:  # another process saved the same folder first: keep theirs
             shutil.rmtree(temporary, ignore_errors=True)
             return final if final.is_dir() else None
+    except OSError as error:
+        shutil.rmtree(temporary, ignore_errors=True)
+        warnings.warn(f"{parent}: cannot save the index ({error}); it is rebuilt next time", IndexCacheWarning)
+        return None
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
-    _remove_older(parent, slot=slot, keep=final)
     return final
 
 
-def _spec_dict(spec) -> dict:
-    from dataclasses import asdict
-
-    return asdict(spec)
-
-
-def _remove_older(parent: Path, *, slot: str, keep: Path) -> None:
-    for entry in parent.iterdir():
-        if entry == keep or not entry.is_dir() or entry.name.startswith("."):
-            continue
-        try:
-            if json.loads((entry / _MANIFEST).read_text(encoding="utf-8")).get("slot") == slot:
-                shutil.rmtree(entry, ignore_errors=True)
-        except (OSError, ValueError):
-            continue
+def _read_manifest(folder: Path, **expected) -> dict | None:
+    """The manifest of ``folder`` once every file it lists has its size and checksum; None (and a warning,
+    the folder removed) when anything is off; None without a warning when there is no such folder."""
+    if not folder.is_dir():
+        return None
+    try:
+        manifest = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
+        if manifest.get("format") != INDEX_FORMAT or any(manifest.get(k) != v for k, v in expected.items()):
+            raise ValueError("its key or format does not match")
+        problem = _check_files(folder, manifest["files"])
+        if problem is not None:
+            raise ValueError(problem)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        _discard(folder, f"{error}")
+        return None
+    return manifest
 
 
 def _check_files(folder: Path, files: dict) -> str | None:
@@ -357,6 +342,112 @@ def _check_files(folder: Path, files: dict) -> str | None:
         if sha256_file(path) != expected["sha256"]:
             return f"{name} does not match its checksum"
     return None
+
+
+def _discard(folder: Path, reason: str) -> None:
+    warnings.warn(f"{folder}: saved index unusable ({reason}); rebuilding it", IndexCacheWarning, stacklevel=4)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_retrievers(folder: Path, dense, bm25: dict) -> dict:
+    """Write the faiss index and every BM25 scorer's arrays into ``folder``; returns their manifest part."""
+    import faiss
+
+    faiss.write_index(dense.index, str(folder / "dense.faiss"))
+    states = []
+    for retriever in bm25.values():
+        arrays, state = _bm25_arrays(retriever)
+        for name, array in arrays.items():
+            np.save(folder / f"{state['name']}.{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
+        states.append(state)
+    return {"dense": {"name": dense.name, "spec": _spec_dict(dense.index_spec)}, "bm25": states}
+
+
+def _read_retrievers(folder: Path, manifest: dict, chunk_ids, *, embedder, dense_spec):
+    """``(dense, bm25)`` from what :func:`_write_retrievers` wrote, searched with ``dense_spec``'s query-time
+    parameters; None when the saved graph was built with other parameters than ``dense_spec`` asks for."""
+    import faiss
+
+    from .ann import DenseIndexSpec
+    from .dense import DenseRetriever
+
+    saved = DenseIndexSpec(**manifest["dense"]["spec"])
+    spec = DenseIndexSpec(
+        **{**manifest["dense"]["spec"], "ef_search": dense_spec.ef_search, "nprobe": dense_spec.nprobe}
+    )
+    if spec != dense_spec or saved.kind != dense_spec.kind:
+        return None
+    faiss_index = faiss.read_index(str(folder / "dense.faiss"), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    dense = DenseRetriever.from_faiss(
+        chunk_ids, faiss_index, embedder=embedder, name=manifest["dense"]["name"], index=spec
+    )
+    bm25 = {state["name"]: _load_bm25(folder, state, chunk_ids) for state in manifest["bm25"]}
+    return dense, bm25
+
+
+#: What reading a saved payload can raise when a file is damaged in a way its checksum cannot show
+#: (faiss raises RuntimeError), or the manifest lacks a field.
+_READ_ERRORS = (OSError, ValueError, KeyError, TypeError, RuntimeError)
+
+
+def _spec_dict(spec) -> dict:
+    from dataclasses import asdict
+
+    return asdict(spec)
+
+
+# --------------------------------------------------------------------------- whole indexes
+
+
+def save_index(index, cache_dir, *, slot: str, key: str, facts: dict, includes: dict, build_warnings=()) -> Path | None:
+    """Save ``index`` (a whole index, not a view) under ``key``; returns the entry folder, or None if not saved.
+
+    ``facts`` holds what the provenance needs and only a build knows
+    (``documents``, ``n_chunks``, ``chunks_sha256``); ``includes`` is
+    :func:`include_states` of the loaded documents; ``build_warnings`` the
+    ``(category name, message)`` pairs loading them warned, issued again by
+    every load. Older entries of the same ``slot`` are removed.
+
+    An index whose front matter holds values JSON cannot represent, or a
+    cache folder that cannot be written, is simply not saved (with an
+    :class:`IndexCacheWarning` for the latter): the index itself is fine.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        table = _chunk_table(index.chunks, index.levels)
+    except TypeError:
+        return None
+    parts = {}
+
+    def fill(folder: Path) -> None:
+        pq.write_table(table, folder / "chunks.parquet")
+        parts.update(_write_retrievers(folder, index.dense, index.bm25))
+        (folder / "retrievers.json").write_text(json.dumps(parts), encoding="utf-8")
+
+    manifest = {
+        "format": INDEX_FORMAT,
+        "slot": slot,
+        "key": key,
+        "facts": facts,
+        "includes": includes,
+        "warnings": [list(pair) for pair in build_warnings],
+    }
+    final = _write_folder(entry_dir(cache_dir, key), fill, manifest)
+    if final is not None:
+        _remove_older(final.parent, slot=slot, keep=final)
+    return final
+
+
+def _remove_older(parent: Path, *, slot: str, keep: Path) -> None:
+    for entry in parent.iterdir():
+        if entry == keep or not entry.is_dir() or entry.name.startswith("."):
+            continue
+        try:
+            if json.loads((entry / _MANIFEST).read_text(encoding="utf-8")).get("slot") == slot:
+                shutil.rmtree(entry, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
 
 
 def load_index(cache_dir, key: str, *, embedder, dense_spec):
@@ -373,49 +464,67 @@ def load_index(cache_dir, key: str, *, embedder, dense_spec):
         manifest unreadable. The entry is removed and None returned, so that
         the caller rebuilds it.
     """
-    import faiss
-
-    from .ann import DenseIndexSpec
-    from .dense import DenseRetriever
-
     folder = entry_dir(cache_dir, key)
-    if not folder.is_dir():
-        return None
-    try:
-        manifest = json.loads((folder / _MANIFEST).read_text(encoding="utf-8"))
-        if manifest.get("key") != key or manifest.get("format") != INDEX_FORMAT:
-            raise ValueError("its key or format does not match")
-        problem = _check_files(folder, manifest["files"])
-        if problem is not None:
-            raise ValueError(problem)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        _discard(folder, f"{error}")
+    manifest = _read_manifest(folder, key=key)
+    if manifest is None:
         return None
     if _changed_include(manifest["includes"]) is not None:
         return None  # stale, not corrupt: an included file changed since the entry was saved
     try:
         chunks, levels = _read_chunks(folder / "chunks.parquet")
-        chunk_ids = [chunk.chunk_id for chunk in chunks]
-        saved_spec = DenseIndexSpec(**manifest["dense"]["spec"])
-        spec = DenseIndexSpec(
-            **{**manifest["dense"]["spec"], "ef_search": dense_spec.ef_search, "nprobe": dense_spec.nprobe}
+        parts = json.loads((folder / "retrievers.json").read_text(encoding="utf-8"))
+        retrievers = _read_retrievers(
+            folder, parts, [chunk.chunk_id for chunk in chunks], embedder=embedder, dense_spec=dense_spec
         )
-        if spec != dense_spec or saved_spec.kind != dense_spec.kind:
-            return None
-        faiss_index = faiss.read_index(str(folder / "dense.faiss"), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
-        if faiss_index.ntotal != len(chunk_ids):
-            raise ValueError(f"dense.faiss holds {faiss_index.ntotal} vectors for {len(chunk_ids)} chunks")
-        dense = DenseRetriever.from_faiss(
-            chunk_ids, faiss_index, embedder=embedder, name=manifest["dense"]["name"], index=spec
-        )
-        bm25 = {state["name"]: _load_bm25(folder, state, chunk_ids) for state in manifest["bm25"]}
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as error:  # faiss raises RuntimeError
+    except _READ_ERRORS as error:
         _discard(folder, f"{error}")
         return None
+    if retrievers is None:
+        return None
     build_warnings = [(name, message) for name, message in manifest.get("warnings", ())]
-    return chunks, levels, dense, bm25, manifest["facts"], build_warnings
+    return chunks, levels, *retrievers, manifest["facts"], build_warnings
 
 
-def _discard(folder: Path, reason: str) -> None:
-    warnings.warn(f"{folder}: saved index unusable ({reason}); rebuilding it", IndexCacheWarning, stacklevel=3)
-    shutil.rmtree(folder, ignore_errors=True)
+# --------------------------------------------------------------------------- access views
+
+
+def _view_dir(cache_dir, key: str, allowed) -> Path:
+    return entry_dir(cache_dir, key) / "views" / _sha256_text("\n".join(allowed))[:16]
+
+
+def _positions_digest(positions) -> str:
+    return hashlib.sha256(np.asarray(positions, dtype=np.int64).tobytes()).hexdigest()
+
+
+def save_view(cache_dir, key: str, allowed, positions, dense, bm25) -> Path | None:
+    """Save the retrievers of the access view ``allowed`` (the chunks at ``positions``) beside entry ``key``.
+
+    A view's BM25 statistics come from its own chunks, so at scale a view
+    costs a full BM25 build; saving it makes the next start's first request
+    at those levels as cheap as one at the default level.
+    """
+    if not entry_dir(cache_dir, key).is_dir():
+        return None
+    manifest = {"format": INDEX_FORMAT, "key": key, "allowed": list(allowed), "positions": _positions_digest(positions)}
+    parts = {}
+
+    def fill(folder: Path) -> None:
+        parts.update(_write_retrievers(folder, dense, bm25))
+        (folder / "retrievers.json").write_text(json.dumps(parts), encoding="utf-8")
+
+    return _write_folder(_view_dir(cache_dir, key, allowed), fill, manifest)
+
+
+def load_view(cache_dir, key: str, allowed, positions, chunk_ids, *, embedder, dense_spec):
+    """``(dense, bm25)`` of a view saved by :func:`save_view`, or None (after an :class:`IndexCacheWarning`
+    when it was damaged). ``positions`` must be the view's chunks as the entry's levels give them."""
+    folder = _view_dir(cache_dir, key, allowed)
+    manifest = _read_manifest(folder, key=key, allowed=list(allowed), positions=_positions_digest(positions))
+    if manifest is None:
+        return None
+    try:
+        parts = json.loads((folder / "retrievers.json").read_text(encoding="utf-8"))
+        return _read_retrievers(folder, parts, chunk_ids, embedder=embedder, dense_spec=dense_spec)
+    except _READ_ERRORS as error:
+        _discard(folder, f"{error}")
+        return None

@@ -253,7 +253,29 @@ def test_access_views_of_a_loaded_index_equal_those_of_a_fresh_one(corpus, tmp_p
     public_loaded, public_fresh = loaded.restrict(["public"]), fresh.restrict(["public"])
     assert same_retrieval(public_loaded, public_fresh)
     assert public_loaded.config == public_fresh.config
+    assert len(list((entries(cache)[0] / "views").iterdir())) == 1  # the public view was saved beside the index
     retrieved = public_loaded.retrieve(["zanzibarquux payroll"])
     assert all(
         "payroll.md" not in chunk_id for results in retrieved.values() for r in results for chunk_id in r.chunk_ids
     )
+
+
+def test_a_saved_view_is_loaded_by_the_next_start(corpus, tmp_path, monkeypatch):
+    from ragcal.retrieval import bm25 as bm25_module
+
+    write(corpus / "payroll.md", "---\naccess_level: internal\n---\n# Payroll\n\nZanzibarquux payroll cookie runs.\n")
+    cache = tmp_path / "cache"
+    first = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=()).restrict(["public"])
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("a BM25 index was built instead of loaded")
+
+    monkeypatch.setattr(bm25_module.BM25Retriever, "from_chunks", no_build)
+    second = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=()).restrict(["public"])
+    assert same_retrieval(first, second) and second.config == first.config
+    (view,) = (entries(cache)[0] / "views").iterdir()
+    (view / "bm25_raw.idf.npy").write_bytes(b"damaged")
+    monkeypatch.undo()
+    with pytest.warns(IndexCacheWarning, match="saved index unusable"):
+        third = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=()).restrict(["public"])
+    assert same_retrieval(first, third)
