@@ -96,25 +96,30 @@ def add_parsers(commands) -> None:
         "model or chunking), then prints one decision per question.",
     )
     ask.add_argument("question", nargs="*", help="question(s) to ask")
-    ask.add_argument("--gate", type=Path, required=True, help="gate JSON from ragcal fit-gate")
     ask.add_argument("--queries", type=Path, default=None, help="CSV with a 'query' column (and 'id')")
     ask.add_argument("--json", action="store_true", help="one JSON object per line")
-    ask.add_argument(
+    add_gate_index_options(ask)
+    ask.set_defaults(run=run_ask)
+
+
+def add_gate_index_options(parser) -> None:
+    """``--gate`` and the options of the index it decides on; ``ask`` and ``serve`` take the same ones."""
+    parser.add_argument("--gate", type=Path, required=True, help="gate JSON from ragcal fit-gate")
+    parser.add_argument(
         "--corpus", type=Path, default=None, help="Markdown folder (default: the corpus the gate was fitted on)"
     )
-    ask.add_argument("--model", default=None, help="embedding model (default: the gate's)")
-    ask.add_argument(
+    parser.add_argument("--model", default=None, help="embedding model (default: the gate's)")
+    parser.add_argument(
         "--exclude",
         action="append",
         default=None,
         metavar="PATH",
         help="leave a page out (repeatable; default: the pages the gate's score table left out)",
     )
-    ask.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
-    add_rerank_options(ask)
-    add_access_options(ask)
-    add_signals_module(ask)
-    ask.set_defaults(run=run_ask)
+    parser.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    add_rerank_options(parser)
+    add_access_options(parser)
+    add_signals_module(parser)
 
 
 def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: Path) -> None:
@@ -387,10 +392,24 @@ def _gate_corpus(provenance: dict) -> Path:
     raise ValueError(f"the gate's corpus {recorded!r} is not a folder here; pass --corpus DIR")
 
 
-def run_ask(args) -> None:
-    import json
+def load_gate_and_index(args, *, command: str = "ask"):
+    """Read ``--gate``, build the index it was fitted for, and load the gate on it: what ``ask`` and ``serve`` do.
 
-    from ..gates import GateFileError, ask, load_gate, read_gate_file
+    The index reproduces the gate's model, chunking, excluded pages and
+    reranker (from its provenance, unless the options say otherwise) and is
+    restricted to ``--access``; :func:`ragcal.gates.load_gate` then refuses
+    a gate fitted on another model, chunking or reranker.
+
+    Returns
+    -------
+    document : dict
+        The gate file (:func:`ragcal.gates.read_gate_file`).
+    gate : Gate
+        Loaded for ``index``.
+    index : RetrievalIndex
+        The view of the ``--access`` levels (the default level without it).
+    """
+    from ..gates import GateFileError, load_gate, read_gate_file
     from ..gates.files import index_options
     from ..retrieval.index import build_index
 
@@ -403,7 +422,6 @@ def run_ask(args) -> None:
             f"{error}. If the gate reads signals of your own, pass the file that registers them: "
             "--signals-module FILE.py"
         ) from error
-    ids, questions = _ask_queries(args)
     corpus = args.corpus if args.corpus is not None else _gate_corpus(document["provenance"])
     options = index_options(document["provenance"])
     if args.model:
@@ -419,10 +437,20 @@ def run_ask(args) -> None:
         options["reranker"] = args.reranker
     if args.rerank_depth is not None:
         options["rerank_depth"] = args.rerank_depth
-    print(f"ragcal ask: corpus {corpus}", file=sys.stderr)
+    print(f"ragcal {command}: corpus {corpus}", file=sys.stderr)
     index = build_index(corpus, cache_dir=args.cache_dir, **options, **access_options(args, document["provenance"]))
     report_visibility(index)
     gate = load_gate(args.gate, index=index)  # refuses another model, chunking or reranker
+    return document, gate, index
+
+
+def run_ask(args) -> None:
+    import json
+
+    from ..gates import ask
+
+    ids, questions = _ask_queries(args)
+    _, gate, index = load_gate_and_index(args, command="ask")
     decisions, _ = ask(gate, index, questions)
     for query_id, question, decision in zip(ids, questions, decisions):
         if args.json:
