@@ -28,7 +28,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from collections import Counter
 from pathlib import Path

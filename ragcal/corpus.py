@@ -334,7 +334,8 @@ def corpus_pages(folder, *, exclude=()) -> list[Path]:
     if not any(root.iterdir()):
         raise CorpusError(f"{root}: folder is empty, no Markdown (*.md) files to load")
     excluded = set(exclude)
-    paths = sorted(path for path in root.rglob("*.md") if path.is_file())
+    # Sorted by path parts, which is how paths compare (and faster than comparing Path objects).
+    paths = sorted((path for path in root.rglob("*.md") if path.is_file()), key=lambda path: path.parts)
     paths = [path for path in paths if path.relative_to(root).as_posix() not in excluded]
     if not paths:
         raise CorpusError(f"{root}: no Markdown (*.md) files found")

@@ -202,7 +202,10 @@ def _read_chunks(path: Path):
     columns = pq.read_table(path).to_pydict()
     # One decoded dict per distinct front matter (chunks of a page share theirs), as chunking shares one dict per page.
     decoded: dict[str, dict] = {}
-    metadata = [decoded.setdefault(text, json.loads(text, object_hook=_json_hook)) for text in columns["metadata"]]
+    for text in columns["metadata"]:
+        if text not in decoded:
+            decoded[text] = json.loads(text, object_hook=_json_hook)
+    metadata = [decoded[text] for text in columns["metadata"]]
     chunks = [
         Chunk(chunk_id, doc_path, tuple(headings), body, n_tokens, oversized, meta)
         for chunk_id, doc_path, headings, body, n_tokens, oversized, meta in zip(
