@@ -24,6 +24,7 @@ embeddings (the user's cache).
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,7 +98,7 @@ def synthetic_markdown(folder: Path, n_sections: int, *, random_state: int = 0) 
         path.write_text(f"# Page {page // per_page}\n\n" + "\n\n".join(sections) + "\n", encoding="utf-8")
 
 
-def prefill_cache(corpus: Path, cache: Path) -> int:
+def prefill_cache(corpus: Path, cache: Path) -> None:
     """Write a synthetic vector for every chunk of ``corpus`` into a private cache, under MiniLM's cache key."""
     from ragcal.embedding import Embedder, EmbeddingCache
     from ragcal.retrieval.approximate import synthetic_corpus
@@ -111,7 +112,6 @@ def prefill_cache(corpus: Path, cache: Path) -> int:
     for start in range(0, len(texts), 10_000):
         store.put(key, texts[start : start + 10_000], vectors[start : start + 10_000])
     store.close()
-    return len(chunks)
 
 
 def compare(label: str, corpus: str, cache: str | None, kinds, repeats: int, *, exclude=(), rebuild=True) -> None:
@@ -159,6 +159,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kinds", default="flat,hnsw")
     parser.add_argument("--skip-bundled", action="store_true")
+    parser.add_argument(
+        "--workdir", help="keep the synthetic corpus, its vectors and saved indexes here (reused by the next run)"
+    )
     args = parser.parse_args()
     kinds = args.kinds.split(",")
 
@@ -174,16 +177,19 @@ def main() -> None:
             exclude=FASTAPI_EXCLUDE,
         )
 
-    with tempfile.TemporaryDirectory(prefix="ragcal-warm-") as folder:
-        corpus, cache = Path(folder) / "docs", Path(folder) / "cache"
+    with tempfile.TemporaryDirectory(prefix="ragcal-warm-") as temporary:
+        folder = Path(args.workdir or temporary)
+        corpus, cache = folder / f"docs{args.chunks}", folder / f"cache{args.chunks}"
         start = time.perf_counter()
-        synthetic_markdown(corpus, args.chunks)
-        n_chunks = prefill_cache(corpus, cache)
+        if not (cache / "embeddings.sqlite").is_file():  # a --workdir kept from an earlier run has both already
+            shutil.rmtree(corpus, ignore_errors=True)
+            synthetic_markdown(corpus, args.chunks)
+            prefill_cache(corpus, cache)
+        n_pages = len(list(corpus.rglob("*.md")))
         print(
-            f"\nsynthetic corpus: {n_chunks:,} chunks in {len(list(corpus.rglob('*.md'))):,} pages, "
-            f"vectors written to a private cache in {time.perf_counter() - start:.0f} s"
+            f"\nsynthetic corpus: {n_pages:,} pages, vectors in a private cache, ready in {time.perf_counter() - start:.0f} s"
         )
-        compare(f"synthetic corpus, {n_chunks:,} chunks", str(corpus), str(cache), kinds, args.repeats)
+        compare(f"synthetic corpus, {args.chunks:,} sections", str(corpus), str(cache), kinds, args.repeats)
 
 
 if __name__ == "__main__":
