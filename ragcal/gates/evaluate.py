@@ -49,13 +49,14 @@ def _groups(table: pd.DataFrame, *, everyone: bool = False):
     return groups
 
 
-def _counts(table, decisions, stages=(), supported=None):
+def _counts(table, decisions, stages=(), supported=None, *, groups=None):
     """``[(slice, outcome, k, n)]`` for actions, 'answered', each stage and, with ``supported``, the support outcomes.
 
     With ``supported`` (a boolean per row: answered with a gold passage), every
     group also gets ``supported`` and ``unsupported`` (over the group) and
     ``selective_risk`` (unsupported over the group's answers), and the group
-    ``all questions`` is added.
+    ``all questions`` is added. ``groups`` is ``_groups(table, everyone=supported
+    is not None)`` when the caller counts several gates on one table.
     """
     action = decisions["action"].to_numpy(dtype=object)
     stage = decisions["stage"].to_numpy(dtype=object)
@@ -63,7 +64,7 @@ def _counts(table, decisions, stages=(), supported=None):
     if supported is not None:
         supported = np.asarray(supported, dtype=bool) & answered
     rows = []
-    for name, mask in _groups(table, everyone=supported is not None):
+    for name, mask in _groups(table, everyone=supported is not None) if groups is None else groups:
         n = int(mask.sum())
         for outcome in ACTIONS:
             rows.append((name, outcome, int((action[mask] == outcome).sum()), n))

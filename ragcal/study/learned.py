@@ -26,6 +26,7 @@ confidence interval of the mean; a paired difference whose interval excludes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,10 +35,10 @@ from sklearn.metrics import roc_auc_score
 
 from .._io import atomic_write_text
 from ..calibration import split_by_slice
-from ..gates import fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
-from ..gates.evaluate import ALL_UNANSWERABLE, _counts
-from ..gates.support import table_support
-from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore
+from ..chunking import page_of
+from ..gates import LearnedGate, ThresholdGate, fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
+from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _groups
+from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore, _fit_learned_gates, _strata
 from ..score_tables import check_score_table, unanswerable_slices
 from ..signals import SIGNALS
 
@@ -56,8 +57,9 @@ __all__ = [
 LEARNED_RULE = "keep@0.95"
 #: The single signal the learned gates are compared with.
 BASELINE_SIGNAL = "dense_top1"
-#: Splits of ``make reproduce`` (at most this many). The full 1,000 took about 4 minutes per bundled corpus on two
-#: busy cores (three signal sets, a 5-fold out-of-fold threshold each); lower it here if that is too slow.
+#: Splits of ``make reproduce`` (at most this many). The full 1,000 take about 30 seconds per bundled corpus on two
+#: busy cores (three signal sets, a 5-fold out-of-fold threshold each: 18 logistic regressions a split), against 3 to
+#: 8 minutes before the fits skipped scikit-learn's input checks (``benchmarks/bench_learned.py`` times both).
 LEARNED_SPLITS = 1000
 #: (slice, outcome) pairs with a paired difference; higher is better for each except :data:`LOWER_IS_BETTER`.
 COMPARED_OUTCOMES = (
@@ -93,14 +95,83 @@ def candidate_sets(table: pd.DataFrame) -> dict:
     return {name: signals for name, signals in sets.items() if all(signal in present for signal in signals)}
 
 
-def _auc_rows(split, gate, evaluation, scores, comparisons):
-    labels = evaluation["answerable"].to_numpy(dtype=bool)
+def _roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """``sklearn.metrics.roc_auc_score(labels, scores)`` for boolean ``labels``, the same float in a tenth of the time.
+
+    With both classes and finite scores, the same arithmetic: the ROC points
+    of :func:`sklearn.metrics.roc_curve` without the collinear ones, then the
+    trapezoidal rule of :func:`sklearn.metrics.auc`, without the input checks
+    that cost a millisecond a call (the study computes twelve per split). The
+    counts along the curve are whole numbers, so the order of tied scores does
+    not matter. Otherwise scikit-learn answers (NaN with its warning, or its error).
+    """
+    from scipy.integrate import trapezoid
+
+    if labels.all() or not labels.any() or not np.isfinite(scores).all():
+        return roc_auc_score(labels, scores)
+    order = np.argsort(scores, kind="stable")[::-1]
+    ends = np.r_[np.flatnonzero(np.diff(scores[order])), labels.size - 1]
+    true_positives = np.cumsum(labels[order].astype(float))[ends]
+    false_positives = 1 + ends - true_positives
+    if false_positives.size > 2:
+        corners = np.logical_or(np.diff(false_positives, 2), np.diff(true_positives, 2))
+        kept = np.flatnonzero(np.r_[True, corners, True])
+        false_positives, true_positives = false_positives[kept], true_positives[kept]
+    true_positives, false_positives = np.r_[0.0, true_positives], np.r_[0.0, false_positives]
+    return float(trapezoid(true_positives / true_positives[-1], false_positives / false_positives[-1]))
+
+
+def _auc_rows(split, gate, labels, scores, comparisons):
     rows = []
     for comparison, negative in comparisons:
         mask = labels | negative
-        auc = roc_auc_score(labels[mask], scores[mask]) if (~labels[mask]).any() else np.nan
+        auc = _roc_auc(labels[mask], scores[mask]) if (~labels[mask]).any() else np.nan
         rows.append((split, gate, comparison, auc))
     return rows
+
+
+def _passage_key(gate):
+    """Everything :meth:`Gate.passages_for` reads: two gates with one key pass on the same passages for a row.
+
+    A threshold gate's passages are cut at its threshold (or floor), so the
+    key is the gate without its hedge band; a learned gate's are cut at its
+    cosine bar, whatever its model and threshold.
+    """
+    if isinstance(gate, LearnedGate):
+        return (LearnedGate, gate.passages_from, gate.passage_floor, gate.max_passages)
+    if isinstance(gate, ThresholdGate):
+        return replace(gate, hedge_below=None)
+    raise TypeError(f"_passage_key takes a LearnedGate or a ThresholdGate, got {type(gate).__name__}")
+
+
+class _HeldOutSupport:
+    """:func:`ragcal.gates.support.table_support` over many splits, remembering what it found.
+
+    A row a gate answers is supported when the passages
+    :meth:`~ragcal.gates.Gate.passages_for` gives for its results include a
+    gold page. That depends on the row and the gate's :func:`_passage_key`
+    only, and the cosine bar of a ``keep@`` rule is one of a few dozen
+    answerable scores, so over a thousand splits the same (row, key) comes
+    back again and again.
+    """
+
+    def __init__(self, results, gold):
+        self.results, self.gold = results, gold
+        self.passes_gold = {}
+
+    def __call__(self, gate, decisions: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+        """Supported answers of ``gate`` on the table rows ``rows``; ``decisions`` is its decide_table of them."""
+        known = self.passes_gold.setdefault(_passage_key(gate), {})
+        supported = np.zeros(len(rows), dtype=bool)
+        for position in np.flatnonzero(decisions["action"].to_numpy(dtype=object) != "refuse"):
+            row = int(rows[position])
+            pages = self.gold[row]
+            if not pages:
+                continue
+            if row not in known:
+                known[row] = any(page_of(chunk_id) in pages for chunk_id, _ in gate.passages_for(self.results[row]))
+            supported[position] = known[row]
+        return supported
 
 
 def heldout_learned(
@@ -142,6 +213,9 @@ def heldout_learned(
     table = table.reset_index(drop=True)
     slices = table["slice"].to_numpy()
     higher = SIGNALS[baseline].higher_is_answerable if baseline in SIGNALS else True
+    base = baseline_gate_name(baseline)
+    strata = _strata(table)
+    support = None if results is None else _HeldOutSupport(results, gold)
     outcome_rows, auc_rows, coefficient_rows = [], [], []
     for split in range(n_splits):
         calibration = split_by_slice(slices, random_state=random_state + split)
@@ -151,25 +225,31 @@ def heldout_learned(
         comparisons += [
             (name, (evaluation["slice"] == name).to_numpy() & ~answerable) for name in unanswerable_slices(evaluation)
         ]
-        gates = {baseline_gate_name(baseline): fit_threshold_gate(fitting, baseline, rule)}
-        for name, signals in signal_sets.items():
-            gates[f"learned {name}"] = fit_learned_gate(
-                fitting, rule, signals=signals, estimator=estimator, n_folds=n_folds, random_state=random_state + split
-            )
+        groups = _groups(evaluation, everyone=support is not None)
+        gates = {base: fit_threshold_gate(fitting, baseline, rule)}
+        # Every set in one call: the folds and the cosine bar are the same for all of them (the table was checked).
+        learned = _fit_learned_gates(
+            fitting,
+            rule,
+            signal_sets,
+            estimator=estimator,
+            n_folds=n_folds,
+            random_state=random_state + split,
+            strata=strata[calibration],
+            checked=True,
+        )
+        gates.update({f"learned {name}": gate for name, gate in learned.items()})
         held = np.flatnonzero(~calibration)
         for gate_name, gate in gates.items():
             decisions = gate.decide_table(evaluation)
-            supported = None
-            if results is not None:
-                supported = table_support(
-                    gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
-                )
-            outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions, (), supported)]
+            supported = None if support is None else support(gate, decisions, held)
+            counts = _counts(evaluation, decisions, (), supported, groups=groups)
+            outcome_rows += [(split, gate_name, *row) for row in counts]
             scores = decisions["score"].to_numpy(dtype=float)
             keep = ~np.isnan(scores)
-            oriented = scores if (gate_name != baseline_gate_name(baseline) or higher) else -scores
+            oriented = scores if (gate_name != base or higher) else -scores
             auc_rows += _auc_rows(
-                split, gate_name, evaluation[keep], oriented[keep], [(c, m[keep]) for c, m in comparisons]
+                split, gate_name, answerable[keep], oriented[keep], [(c, m[keep]) for c, m in comparisons]
             )
             model = getattr(gate, "model", None)
             if isinstance(model, LinearScore):

@@ -152,3 +152,95 @@ def test_missing_diagnostics_are_reported_not_silently_imputed():
     # One query whose BM25 results carry no diagnostics (another engine, or diagnostics=False).
     with pytest.warns(GateWarning, match="carry no per-query diagnostics"):
         gate.decide(results_for(0.6, 10.0))
+
+
+def random_problem(rng, trial):
+    """A calibration matrix and labels with the awkward cases: ties, a constant column, large scales, both layouts."""
+    n, k = int(rng.integers(8, 300)), int(rng.integers(1, 18))
+    X = rng.normal(size=(n, k)) * rng.uniform(0.01, 30, size=k) + rng.normal(size=k) * 5
+    if trial % 3 == 0:
+        X = np.round(X, 1)  # ties
+    if trial % 5 == 0:
+        X[:, 0] = 0.37  # constant: scale 1
+    if trial % 7 == 0:
+        X *= 1e6
+    labels = rng.random(n) < rng.uniform(0.1, 0.9)
+    if trial % 11 == 0:
+        labels = X[:, -1] > np.median(X[:, -1])  # separable: large coefficients, many iterations
+    labels[:2] = [True, False]
+    # DataFrame.to_numpy gives column-major arrays, a row selection of them row-major; NumPy sums a column
+    # differently in each, so both must come out as the pipeline's.
+    layout = (np.asfortranarray, np.ascontiguousarray, lambda a: np.asfortranarray(a)[rng.permutation(n)])[trial % 3]
+    return layout(X), labels
+
+
+def test_the_default_fit_reproduces_the_sklearn_pipeline_to_the_last_bit(monkeypatch):
+    from ragcal.gates import learned
+
+    assert learned._default_logistic_agrees()  # the fast path is on with this scikit-learn and scipy
+    rng = np.random.default_rng(0)
+    problems = [random_problem(rng, trial) for trial in range(60)]
+    expected = []
+    for X, labels in problems:
+        pipeline = learned_pipeline(random_state=3).fit(X, labels)
+        scaler, model = pipeline.named_steps["scale"], pipeline.named_steps["model"]
+        expected.append((scaler.mean_, scaler.scale_, model.coef_[0], model.intercept_[0], model.get_params()))
+
+    def no_pipeline(*args, **kwargs):
+        raise AssertionError("the pipeline was fitted")
+
+    monkeypatch.setattr(learned, "learned_pipeline", no_pipeline)
+    for (X, labels), (mean, scale, coef, intercept, params) in zip(problems, expected):
+        score = learned._fit_matrix(X, labels, tuple(f"s{j}" for j in range(X.shape[1])), None, 3)
+        assert np.array_equal(score.mean, mean) and np.array_equal(score.scale, scale)
+        assert np.array_equal(score.coef, coef) and score.intercept == intercept
+        assert score.params == {key: value for key, value in params.items() if isinstance(value, (int, float, str))}
+    # A missing value is imputed by the pipeline itself.
+    X, labels = problems[0]
+    X = X.copy()
+    X[0, 0] = np.nan
+    with pytest.raises(AssertionError, match="the pipeline was fitted"):
+        learned._fit_matrix(X, labels, tuple(f"s{j}" for j in range(X.shape[1])), None, 3)
+
+
+def test_the_matrix_of_a_table_is_its_column_selection_layout_included():
+    from ragcal.gates.learned import _matrix
+
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(30, 4))
+    names = ["a", "b", "c", "d"]
+    frames = [
+        pd.DataFrame(values, columns=names),  # one column-major block: row-major matrices
+        pd.DataFrame(dict(zip(names, values.T))),
+        pd.DataFrame(dict(zip(names, values.T))).assign(e=np.arange(30))[::2].reset_index(drop=True),
+    ]
+    for frame in frames:
+        for signals in (("c", "a"), ("b",), ("d", "a", "c", "b")):
+            expected = frame[list(signals)].to_numpy(dtype=float)
+            matrix = _matrix(frame, signals)
+            assert np.array_equal(matrix, expected)
+            assert (matrix.flags.c_contiguous, matrix.flags.f_contiguous) == (
+                expected.flags.c_contiguous,
+                expected.flags.f_contiguous,
+            )
+
+
+def test_several_signal_sets_fit_the_gates_of_separate_calls():
+    from ragcal.gates.learned import _fit_learned_gates
+
+    table = synthetic_table()
+    table["bm25_coverage_corpus"] = np.where(table["answerable"], 0.8, 0.5) + np.linspace(0, 0.3, len(table))
+    sets = {"pair": SIGNALS, "three": (*SIGNALS, "bm25_coverage_corpus"), "one": ("bm25_coverage_corpus",)}
+    for options in ({"random_state": 4}, {"hedge_rule": "keep@0.8", "n_folds": 3}, {"n_folds": None}):
+        together = _fit_learned_gates(table, "keep@0.9", sets, **options)
+        for name, signals in sets.items():
+            alone = fit_learned_gate(table, "keep@0.9", signals=signals, **options)
+            assert together[name].to_dict() == alone.to_dict()
+    # A seed that is not an integer draws new folds for every set, as separate calls do.
+    together = _fit_learned_gates(table, "keep@0.9", sets, random_state=np.random.RandomState(5))
+    state = np.random.RandomState(5)
+    for name, signals in sets.items():
+        assert (
+            together[name].to_dict()
+            == fit_learned_gate(table, "keep@0.9", signals=signals, random_state=state).to_dict()
+        )

@@ -6,6 +6,11 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration import split_by_slice
+from ragcal.gates import fit_learned_gate, fit_threshold_gate
+from ragcal.gates.evaluate import ALL_UNANSWERABLE, _counts
+from ragcal.gates.support import table_support
+from ragcal.retrieval import RetrievalResult
+from ragcal.score_tables import unanswerable_slices
 from ragcal.study.cross_corpus import learned_transfer_text
 from ragcal.study.learned import candidate_sets, heldout_learned, learned_transfer, summarize_learned
 from ragcal.study.report import learned_gate_section
@@ -147,3 +152,86 @@ def test_a_difference_of_zero_on_every_split_is_called_the_same():
     from ragcal.study.learned import _verdict
 
     assert _verdict(0.0, 0.0, 0.0) == "the same on every split"
+
+
+def retrieval_for(table, random_state=0):
+    """Dense results per row (the top score is the row's dense_top1) and gold pages (answerable rows only).
+
+    The gold page sits at a random rank, so a cut at the cosine bar passes it on for some rows and not others.
+    """
+    rng = np.random.default_rng(random_state)
+    results, gold = [], []
+    for position, (top, answerable) in enumerate(zip(table["dense_top1"], table["answerable"])):
+        scores = top - np.sort(rng.uniform(0, 0.2, 5))
+        scores[0] = top
+        if position % 9 == 0:
+            scores[1] = top  # a tie at the top
+        chunk_ids = tuple(f"page{(position + rank) % 7}.md#{rank}" for rank in range(5))
+        results.append({"dense": RetrievalResult("dense", chunk_ids, scores)})
+        gold.append({f"page{(position + int(rng.integers(0, 6))) % 7}.md"} if answerable else set())
+    return results, gold
+
+
+def straightforward_heldout(table, signal_sets, n_splits, results, gold):
+    """The nested held-out loop written plainly: every gate fitted on its own, every AUC by scikit-learn."""
+    outcome_rows, auc_rows, coefficient_rows = [], [], []
+    for split in range(n_splits):
+        calibration = split_by_slice(table["slice"].to_numpy(), random_state=split)
+        fitting, evaluation = table[calibration].reset_index(drop=True), table[~calibration].reset_index(drop=True)
+        answerable = evaluation["answerable"].to_numpy(dtype=bool)
+        comparisons = [(ALL_UNANSWERABLE, ~answerable)]
+        comparisons += [
+            (name, (evaluation["slice"] == name).to_numpy() & ~answerable) for name in unanswerable_slices(evaluation)
+        ]
+        gates = {"threshold dense_top1": fit_threshold_gate(fitting, "dense_top1", "keep@0.95")}
+        for name, signals in signal_sets.items():
+            gates[f"learned {name}"] = fit_learned_gate(fitting, "keep@0.95", signals=signals, random_state=split)
+        held = np.flatnonzero(~calibration)
+        for gate_name, gate in gates.items():
+            decisions = gate.decide_table(evaluation)
+            supported = table_support(gate, evaluation, [results[row] for row in held], [gold[row] for row in held])
+            outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions, (), supported)]
+            scores = decisions["score"].to_numpy(dtype=float)
+            for comparison, negative in comparisons:
+                mask = answerable | negative
+                auc_rows.append((split, gate_name, comparison, roc_auc_score(answerable[mask], scores[mask])))
+            if gate_name.startswith("learned"):
+                coefficient_rows += [(split, gate_name, s, c) for s, c in zip(gate.model.signals, gate.model.coef)]
+                coefficient_rows.append((split, gate_name, "(intercept)", gate.model.intercept))
+    return {
+        "outcomes": pd.DataFrame(outcome_rows, columns=["split", "gate", "slice", "outcome", "k", "n"]),
+        "auc": pd.DataFrame(auc_rows, columns=["split", "gate", "comparison", "auc"]),
+        "coefficients": pd.DataFrame(coefficient_rows, columns=["split", "gate", "signal", "coefficient"]),
+    }
+
+
+def test_heldout_learned_is_the_straightforward_loop_to_the_last_bit():
+    # The study shares the folds and the cosine bar between signal sets, remembers which rows pass a gold passage
+    # on at which bar, and computes AUCs without scikit-learn's checks: none of it may change a number.
+    table = synthetic_table(n=120)
+    table["bm25_coverage_corpus"] = np.round(np.where(table["answerable"], 0.7, 0.5) + table["dense_top1"] / 3, 2)
+    sets = {"pair": ("dense_top1", "bm25_top1_raw"), "three": ("dense_top1", "bm25_top1_raw", "bm25_coverage_corpus")}
+    results, gold = retrieval_for(table)
+    study = heldout_learned(table, sets, n_splits=6, results=results, gold=gold)
+    plain = straightforward_heldout(table, sets, 6, results, gold)
+    answerable = study["outcomes"].query("slice == 'answerable'").set_index("outcome")["k"]
+    assert answerable["supported"].sum() > 0 and answerable["unsupported"].sum() > 0  # the cut decides support
+    for name in ("outcomes", "auc", "coefficients"):
+        pd.testing.assert_frame_equal(study[name], plain[name], check_exact=True)
+
+
+def test_the_study_auc_is_sklearns_to_the_last_bit():
+    from ragcal.study.learned import _roc_auc
+
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        n = int(rng.integers(2, 200))
+        labels = rng.random(n) < rng.uniform(0.05, 0.95)
+        scores = rng.normal(size=n) + labels * rng.uniform(0, 2)
+        if trial % 2:
+            scores = np.round(scores, int(rng.integers(0, 2)))  # heavy ties, within and across the classes
+        if not labels.any() or labels.all():
+            continue
+        assert _roc_auc(labels, scores) == roc_auc_score(labels, scores)
+    with pytest.warns(Warning, match="Only one class"):
+        assert np.isnan(_roc_auc(np.ones(4, dtype=bool), np.arange(4.0)))
