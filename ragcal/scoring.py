@@ -12,17 +12,24 @@ The table's schema, checks, reading and writing live in :mod:`ragcal.score_table
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .corpus import load_corpus
 from .score_tables import SCORE_KEY_COLUMNS
-from .signals import compute_signals, signals_for
+from .signals import ResultBatch, compute_signals_batch, signals_for
 
 __all__ = ["score_table", "score_query_file"]
 
 
 def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.DataFrame:
     """One row per query, one column per signal.
+
+    The signals are computed for all queries at once
+    (:func:`ragcal.signals.compute_signals_batch`): each built-in signal with
+    array operations over the whole batch, a signal registered per query
+    (:func:`ragcal.signals.register_signal`) query by query. Either way a
+    query's value is the one the signal gives on that query alone.
 
     Parameters
     ----------
@@ -31,7 +38,8 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
         :func:`ragcal.queries.load_queries`), in the order the queries were
         retrieved.
     retrieved : dict of str to list of RetrievalResult
-        As returned by :meth:`RetrievalIndex.retrieve`.
+        As returned by :meth:`RetrievalIndex.retrieve`: one result per query
+        in every list.
     signals : list of str, default=None
         Signal names; when None, every registered signal whose retrievers
         are in ``retrieved``.
@@ -41,15 +49,22 @@ def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.D
     DataFrame
         Columns ``id, query, answerable, slice`` and then one float column per
         signal, in registry order.
+
+    Raises
+    ------
+    ValueError
+        When a list of ``retrieved`` does not hold one result per query.
     """
+    sizes = {name: len(results) for name, results in retrieved.items() if len(results) != len(queries)}
+    if sizes:
+        raise ValueError(f"score_table: {len(queries)} queries, but results per retriever {sizes}")
+    batch = ResultBatch(retrieved)
     # By default every registered signal that these results can feed (rerank_* need a reranker).
-    names = signals_for(retrieved) if signals is None else list(signals)
-    rows = []
-    for position in range(len(queries)):
-        results = {retriever: per_query[position] for retriever, per_query in retrieved.items()}
-        rows.append(compute_signals(results, names))
+    names = signals_for(batch) if signals is None else list(signals)
+    columns = compute_signals_batch(batch, names)
+    values = np.column_stack([columns[name] for name in names]) if names else np.empty((len(queries), 0))
     table = queries[list(SCORE_KEY_COLUMNS)].reset_index(drop=True)
-    return pd.concat([table, pd.DataFrame(rows, columns=names, dtype="float64")], axis=1)
+    return pd.concat([table, pd.DataFrame(values, columns=names, dtype="float64")], axis=1)
 
 
 def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options):

@@ -199,3 +199,17 @@ def test_every_new_signal_is_registered_with_a_docstring():
     for name in NEW_SIGNALS:
         signal = get_signal(name)
         assert signal.description and signal.function.__doc__
+
+
+def test_every_builtin_signal_is_vectorised_and_its_per_query_form_is_a_batch_of_one():
+    from ragcal.signals import ResultBatch
+
+    builtin = [signal for signal in SIGNALS.values() if signal.origin.startswith("ragcal.signals.")]
+    assert len(builtin) >= 21
+    one = results(dense=(0.9, 0.5, 0.4), bm25_raw=(7.0, 3.0))
+    for signal in builtin:
+        assert signal.batch is not None and signal.function.__wrapped__ is signal.batch
+        if all(name in one for name in signal.retrievers):
+            value = signal(one)
+            batch_value = float(signal.values(ResultBatch.of_query(one))[0])
+            assert value == batch_value or (math.isnan(value) and math.isnan(batch_value))

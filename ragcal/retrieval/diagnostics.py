@@ -6,7 +6,7 @@ numbers must come from the retriever object that produced the query's results,
 never from a global corpus object: when a caller may only see some chunks, the
 retrievers are built on those chunks only, and a restricted page must not move
 a signal. So each diagnostic here is a function of one retriever object and
-one query, and :func:`attach_diagnostics` stores it in the ``info`` mapping of
+the query, and :func:`attach_diagnostics` stores it in the ``info`` mapping of
 that retriever's :class:`~ragcal.retrieval.RetrievalResult`.
 
 BM25 (``bm25_raw``, ``bm25_stopwords``), from :func:`bm25_info`:
@@ -35,16 +35,31 @@ Dense, from :func:`dense_info`:
 
 Both are seed 003's "is this question in our domain at all" check, without
 an LLM.
+
+Every diagnostic is computed for a whole batch of queries at once, with array
+operations: :func:`bm25_diagnostics` and :func:`dense_diagnostics` return one
+array per key. :func:`bm25_info` and :func:`dense_info` are the same
+computation on a batch of one query (or as a list of dicts), so there is one
+definition of each. The BM25 sums run in the same order and through the same
+NumPy reductions as one query's own arrays would (:func:`_segment_sums`), so a
+query's BM25 numbers are the same bit for bit in any batch. The dense ones are
+two matrix products (BLAS), whose last bit can depend on how many rows the
+batch has (BLAS tiles the rows), as it always did here: a query embedded with
+others may differ from the same query alone in the last bits (a few 1e-16).
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
-from collections import Counter
-from dataclasses import replace
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from ..chunking import pages_of
 from .base import RetrievalResult
@@ -53,52 +68,247 @@ if TYPE_CHECKING:
     from .bm25 import BM25Retriever
     from .dense import DenseRetriever
 
-__all__ = ["COVERAGE_DEPTH", "PAGE_NEIGHBOURS", "bm25_info", "dense_info", "attach_diagnostics"]
+__all__ = [
+    "COVERAGE_DEPTH",
+    "PAGE_NEIGHBOURS",
+    "BM25_KEYS",
+    "DENSE_KEYS",
+    "bm25_diagnostics",
+    "dense_diagnostics",
+    "bm25_info",
+    "dense_info",
+    "attach_diagnostics",
+]
 
 #: How many of a BM25 result's top chunks ``coverage_top`` looks at.
 COVERAGE_DEPTH = 10
 #: How many nearest page centroids ``page_knn_cosine`` averages.
 PAGE_NEIGHBOURS = 5
+#: The ``info`` keys of a BM25 result, in the order :func:`bm25_diagnostics` returns them.
+BM25_KEYS = ("max_score", "coverage_top", "coverage_corpus")
+#: The ``info`` keys of a dense result, in the order :func:`dense_diagnostics` returns them.
+DENSE_KEYS = ("centroid_cosine", "page_knn_cosine")
 
-_NAN = float("nan")
+
+def _segment_sums(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``values[start:start + count].sum()`` of consecutive segments, bit for bit, without a loop over segments.
+
+    NumPy sums a 1-D array pairwise, so a segment's rounding depends on its
+    length; ``np.add.reduceat`` (left to right) does not reproduce it. Segments
+    of one length, stacked as the rows of a C-contiguous matrix and summed
+    along the rows, do: each row goes through the same pairwise routine as the
+    1-D array. So the segments are grouped by length (few distinct lengths).
+    An empty segment sums to 0.
+    """
+    counts = np.asarray(counts, dtype=np.intp)
+    sums = np.zeros(counts.size)
+    starts = np.cumsum(counts) - counts
+    for length in np.unique(counts).tolist():
+        if length:
+            rows = np.flatnonzero(counts == length)
+            sums[rows] = values[starts[rows, None] + np.arange(length)].sum(axis=1)
+    return sums
+
+
+def _cached(cache: weakref.WeakKeyDictionary, retriever, source, build):
+    """``build(retriever)``, kept per retriever object while ``source`` (what it was built from) stays the same."""
+    entry = cache.get(retriever)
+    if entry is not None and entry[0] is source and entry[1] == len(retriever.chunk_ids):
+        return entry[2]
+    value = build(retriever)
+    cache[retriever] = (source, len(retriever.chunk_ids), value)
+    return value
+
+
+class _Columns(dict):
+    """Term -> column; -1 for a term that is not in the corpus (so that ``map(columns.__getitem__, ...)`` works)."""
+
+    def __missing__(self, term):
+        return -1
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """What the batch BM25 diagnostics need of a retriever, read once through its public accessors.
+
+    ``columns`` maps every term that occurs in a chunk to its column (the
+    scorer's own, for the sparse backend) and ``idf`` holds the scorer's IDF
+    per column (NaN for a column of no occurring term). ``indptr`` and
+    ``indices`` are the chunk-by-term pattern in CSR layout: the columns of
+    the terms of chunk ``i`` are ``indices[indptr[i]:indptr[i + 1]]``.
+    ``positions`` maps a chunk id to its position.
+    """
+
+    columns: dict
+    idf: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    positions: dict
+
+    @property
+    def n_terms(self) -> int:
+        return self.idf.size
+
+    def occurrences(self, chunks: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """Keys ``position * n_terms + column`` of the terms at ``columns`` that occur in the chunks at ``chunks``.
+
+        ``chunks`` holds distinct positions; the keys are distinct too.
+        """
+        starts = self.indptr[chunks]
+        counts = self.indptr[chunks + 1] - starts
+        offsets = np.cumsum(counts) - counts
+        entries = np.arange(counts.sum()) - np.repeat(offsets - starts, counts)
+        found = self.indices[entries]
+        wanted = np.zeros(self.n_terms, dtype=bool)
+        wanted[columns] = True
+        keep = wanted[found]
+        return np.repeat(chunks.astype(np.int64), counts)[keep] * self.n_terms + found[keep]
+
+
+def _build_terms(retriever: BM25Retriever) -> _Terms:
+    from scipy.sparse import csc_matrix, csr_matrix
+
+    if retriever.backend == "sparse":
+        # The scorer's own columns, and its term-by-chunk pattern turned row-wise (O(entries), 5 bytes each).
+        scorer = retriever.bm25
+        vocabulary = list(scorer.vocabulary)
+        columns = np.fromiter(scorer.vocabulary.values(), dtype=np.intp, count=len(vocabulary))
+        idf = np.full(len(vocabulary), np.nan)
+        idf[columns] = retriever.idf(vocabulary)  # NaN for a token in no chunk (the padding of empty chunks)
+        weights = scorer.weights
+        ones = np.ones(weights.indices.size, dtype=np.int8)
+        pattern = csc_matrix((ones, weights.indices, weights.indptr), shape=weights.shape).tocsr()
+    else:  # rank_bm25, the reference: its postings, term by term
+        vocabulary = list(retriever.bm25.idf)
+        columns = np.arange(len(vocabulary))
+        idf = retriever.idf(vocabulary)
+        postings = [retriever.positions_with(term) for term in vocabulary]
+        lengths = np.fromiter(map(len, postings), dtype=np.intp, count=len(vocabulary))
+        chunks = np.concatenate([np.empty(0, dtype=np.intp), *postings])
+        pattern = csr_matrix(
+            (np.ones(chunks.size, dtype=np.int8), (chunks, np.repeat(columns, lengths))),
+            shape=(len(retriever.chunk_ids), len(vocabulary)),
+        )
+    occurs = (~np.isnan(idf[columns])).tolist()
+    return _Terms(
+        columns=_Columns((term, column) for term, column, kept in zip(vocabulary, columns.tolist(), occurs) if kept),
+        idf=idf,
+        indptr=pattern.indptr.astype(np.int64),
+        indices=pattern.indices,
+        positions={chunk_id: position for position, chunk_id in enumerate(retriever.chunk_ids)},
+    )
+
+
+_TERMS: "weakref.WeakKeyDictionary[BM25Retriever, tuple]" = weakref.WeakKeyDictionary()
+
+
+def bm25_diagnostics(
+    retriever: BM25Retriever, queries, results, *, depth: int = COVERAGE_DEPTH
+) -> dict[str, np.ndarray]:
+    """``max_score``, ``coverage_top`` and ``coverage_corpus`` of a batch of queries (see the module docstring).
+
+    Parameters
+    ----------
+    retriever : BM25Retriever
+        The retriever that produced ``results``; every statistic comes from it.
+    queries : sequence of str
+    results : sequence of RetrievalResult
+        The retriever's result of each query, in the same order.
+    depth : int, default=COVERAGE_DEPTH
+        How many top chunks ``coverage_top`` looks at.
+
+    Returns
+    -------
+    dict of str to ndarray of shape (n_queries,)
+        One float64 array per key of :data:`BM25_KEYS`. All three are NaN for
+        a query with no token (e.g. only stop words for the ``stopwords``
+        variant).
+    """
+    from .bm25 import tokenize
+
+    if not isinstance(depth, int) or depth < 0:
+        raise ValueError(f"The 'depth' parameter of bm25_diagnostics must be an int >= 0. Got {depth!r} instead.")
+    queries = [str(query) for query in queries]
+    results = list(results)
+    if len(results) != len(queries):
+        raise ValueError(f"bm25_diagnostics: {len(queries)} queries but {len(results)} results")
+    terms = _cached(_TERMS, retriever, retriever.bm25, _build_terms)
+    n_queries, n_terms = len(queries), terms.n_terms
+    tokens = [tokenize(query, variant=retriever.variant) for query in queries]
+    flat = list(chain.from_iterable(tokens))
+    codes = np.fromiter(map(terms.columns.__getitem__, flat), dtype=np.int64, count=len(flat))  # -1: not in it
+    unseen = np.flatnonzero(codes < 0).tolist()
+    n_codes = n_terms
+    if unseen:  # terms the corpus lacks: one code per distinct word, after the corpus's columns
+        extra: dict[str, int] = {}
+        codes[unseen] = [extra.setdefault(flat[i], n_terms + len(extra)) for i in unseen]
+        n_codes += len(extra)
+
+    # The distinct terms of each query, in order of first appearance (the order a Counter of its tokens keeps).
+    counts = np.fromiter(map(len, tokens), dtype=np.intp, count=n_queries)
+    keys = np.repeat(np.arange(n_queries, dtype=np.int64), counts) * n_codes + codes
+    distinct, first, repeats = np.unique(keys, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    distinct, repeats = distinct[order], repeats[order].astype(float)
+    query, code = np.divmod(distinct, n_codes)
+    in_corpus = code < n_terms
+    idf = terms.idf[code[in_corpus]]
+    weights = np.full(distinct.size, retriever.unseen_idf())
+    weights[in_corpus] = idf
+
+    # Which of a query's terms occur in its top chunks: look (chunk, term) up among the retriever's occurrences.
+    top_ids = list(map(itemgetter(slice(depth)), map(attrgetter("chunk_ids"), results)))
+    n_top = np.fromiter(map(len, top_ids), dtype=np.intp, count=n_queries)
+    top = np.full((n_queries, depth), -1, dtype=np.int64)
+    top[np.arange(top.shape[1]) < n_top[:, None]] = np.fromiter(
+        map(terms.positions.__getitem__, chain.from_iterable(top_ids)), dtype=np.int64, count=int(n_top.sum())
+    )
+    pair_top = top[query[in_corpus]]
+    wanted = pair_top * n_terms + code[in_corpus][:, None]
+    # Hashed look-ups (pandas) among the query terms in this batch's top chunks only: the cost follows the batch.
+    in_some_top = np.zeros(len(retriever.chunk_ids), dtype=bool)
+    in_some_top[top[top >= 0]] = True
+    occurring = terms.occurrences(np.flatnonzero(in_some_top), code[in_corpus])
+    found = (pair_top >= 0) & pd.Index(wanted.ravel()).isin(occurring).reshape(wanted.shape)
+    in_top = np.zeros(distinct.size, dtype=bool)
+    in_top[in_corpus] = found.any(axis=1)
+
+    # Four sums per query, over the distinct terms in order: idf * repeats of the terms in the corpus, and the
+    # weights of all terms, of those in the top chunks and of those in the corpus. One call sums all 4n segments.
+    segments = (
+        (idf * repeats[in_corpus], query[in_corpus]),
+        (weights, query),
+        (weights[in_top], query[in_top]),
+        (weights[in_corpus], query[in_corpus]),
+    )
+    sums = _segment_sums(
+        np.concatenate([values for values, _ in segments]),
+        np.concatenate([np.bincount(of_query, minlength=n_queries) for _, of_query in segments]),
+    ).reshape(len(segments), n_queries)
+    max_score = sums[0] * (retriever.k1 + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a corpus whose IDF floor is negative can sum to 0
+        coverage_top, coverage_corpus = sums[2] / sums[1], sums[3] / sums[1]
+    no_token = counts == 0
+    for values in (max_score, coverage_top, coverage_corpus):
+        values[no_token] = np.nan
+    return dict(zip(BM25_KEYS, (max_score, coverage_top, coverage_corpus)))
 
 
 def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, depth: int = COVERAGE_DEPTH) -> dict:
     """``max_score``, ``coverage_top`` and ``coverage_corpus`` of one query (see the module docstring).
 
-    All three are NaN when the query has no token (e.g. only stop words for
-    the ``stopwords`` variant).
+    :func:`bm25_diagnostics` on a batch of one. All three are NaN when the
+    query has no token (e.g. only stop words for the ``stopwords`` variant).
     """
-    from .bm25 import tokenize
-
-    tokens = tokenize(query, variant=retriever.variant)
-    if not tokens:
-        return {"max_score": _NAN, "coverage_top": _NAN, "coverage_corpus": _NAN}
-    counts = Counter(tokens)
-    distinct = list(counts)
-    distinct_idf = retriever.idf(distinct)
-    in_corpus = ~np.isnan(distinct_idf)
-    repeats = np.fromiter(counts.values(), dtype=float, count=len(distinct))
-    max_score = float((distinct_idf[in_corpus] * repeats[in_corpus]).sum() * (retriever.k1 + 1))
-    weights = np.where(in_corpus, distinct_idf, retriever.unseen_idf())
-    top = np.array([retriever.position_of(chunk_id) for chunk_id in result.chunk_ids[:depth]], dtype=np.intp)
-    in_top = retriever.occurs_in(top, distinct)
-    total = weights.sum()
-    return {
-        "max_score": max_score,
-        "coverage_top": float(weights[in_top].sum() / total),
-        "coverage_corpus": float(weights[in_corpus].sum() / total),
-    }
+    columns = bm25_diagnostics(retriever, [query], [result], depth=depth)
+    return {key: float(values[0]) for key, values in columns.items()}
 
 
 _DOMAINS: "weakref.WeakKeyDictionary[DenseRetriever, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _domain(retriever: DenseRetriever):
-    """Unit corpus centroid and unit page centroids of a retriever's chunks (cached per retriever object)."""
-    cached = _DOMAINS.get(retriever)
-    if cached is not None and cached[0] == len(retriever.chunk_ids):
-        return cached[1], cached[2]
+def _build_domain(retriever: DenseRetriever):
+    """Unit corpus centroid and unit page centroids of a retriever's chunks."""
     vectors = np.asarray(retriever.chunk_vectors(), dtype=np.float64)
     centroid = vectors.mean(axis=0)
     centroid /= np.linalg.norm(centroid)
@@ -107,29 +317,78 @@ def _domain(retriever: DenseRetriever):
     sums = np.zeros((names.size, vectors.shape[1]))
     np.add.at(sums, page_of_chunk, vectors)
     page_centroids = sums / np.linalg.norm(sums, axis=1, keepdims=True)
-    _DOMAINS[retriever] = (len(retriever.chunk_ids), centroid, page_centroids)
     return centroid, page_centroids
 
 
-def dense_info(retriever: DenseRetriever, query_vectors, *, neighbours: int = PAGE_NEIGHBOURS) -> list[dict]:
-    """``centroid_cosine`` and ``page_knn_cosine`` for each row of ``query_vectors`` (L2-normalised)."""
+_BLAS_LOCK = threading.Lock()
+_THREADPOOLS = None
+
+
+@contextmanager
+def _one_blas_thread():
+    """Run the block with BLAS on one thread (threadpoolctl), one block at a time.
+
+    The dense products here are small (queries x dimension x pages): a
+    multi-threaded OpenBLAS spends longer waking its workers than they save,
+    and a worker that spins after the call takes the CPU from the Python code
+    that follows (measured: the batch's diagnostics took twice as long on two
+    busy cores). scikit-learn's KMeans limits BLAS the same way. Each output
+    element is summed by one thread either way, so the values are the same.
+    The lock keeps two threads from restoring each other's setting.
+    """
+    global _THREADPOOLS
+    with _BLAS_LOCK:
+        if _THREADPOOLS is None:
+            from threadpoolctl import ThreadpoolController
+
+            _THREADPOOLS = ThreadpoolController()
+        with _THREADPOOLS.limit(limits=1, user_api="blas"):
+            yield
+
+
+def dense_diagnostics(
+    retriever: DenseRetriever, query_vectors, *, neighbours: int = PAGE_NEIGHBOURS
+) -> dict[str, np.ndarray]:
+    """``centroid_cosine`` and ``page_knn_cosine`` of each row of ``query_vectors`` (L2-normalised).
+
+    Returns
+    -------
+    dict of str to ndarray of shape (n_queries,)
+        One float64 array per key of :data:`DENSE_KEYS`; NaN when the
+        retriever holds no chunk.
+    """
     query_vectors = np.atleast_2d(np.asarray(query_vectors, dtype=np.float64))
     if not retriever.chunk_ids:
-        return [{"centroid_cosine": _NAN, "page_knn_cosine": _NAN} for _ in range(query_vectors.shape[0])]
-    centroid, page_centroids = _domain(retriever)
-    to_centroid = query_vectors @ centroid
-    to_pages = query_vectors @ page_centroids.T
+        return {key: np.full(query_vectors.shape[0], np.nan) for key in DENSE_KEYS}
+    centroid, page_centroids = _cached(_DOMAINS, retriever, retriever.index, _build_domain)
+    with _one_blas_thread():
+        to_centroid = query_vectors @ centroid
+        to_pages = query_vectors @ page_centroids.T
     nearest = min(neighbours, to_pages.shape[1])
-    knn = -np.sort(-to_pages, axis=1)[:, :nearest].mean(axis=1)
-    return [{"centroid_cosine": float(c), "page_knn_cosine": float(k)} for c, k in zip(to_centroid, knn)]
+    if nearest < to_pages.shape[1]:  # only the nearest pages need sorting
+        to_pages = np.partition(to_pages, to_pages.shape[1] - nearest, axis=1)[:, to_pages.shape[1] - nearest :]
+    knn = -np.sort(-to_pages, axis=1)[:, :nearest].mean(axis=1)  # best first, as the mean adds them
+    return dict(zip(DENSE_KEYS, (to_centroid, knn)))
 
 
-def _with_info(result: RetrievalResult, info: dict) -> RetrievalResult:
-    return replace(result, info={**result.info, **info})
+def dense_info(retriever: DenseRetriever, query_vectors, *, neighbours: int = PAGE_NEIGHBOURS) -> list[dict]:
+    """``centroid_cosine`` and ``page_knn_cosine`` for each row of ``query_vectors``, one dict per row.
+
+    The rows of :func:`dense_diagnostics`.
+    """
+    return _rows(dense_diagnostics(retriever, query_vectors, neighbours=neighbours))
+
+
+def _rows(columns: dict) -> list[dict]:
+    keys = list(columns)
+    return [dict(zip(keys, values)) for values in zip(*(column.tolist() for column in columns.values()))]
 
 
 def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vectors=None) -> dict:
     """Copy of ``retrieved`` whose results carry their retriever's diagnostics in ``info``.
+
+    The diagnostics of each retriever are computed for the whole batch at
+    once (:func:`bm25_diagnostics`, :func:`dense_diagnostics`).
 
     Parameters
     ----------
@@ -154,11 +413,11 @@ def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vect
         if name not in retrieved:
             continue
         if isinstance(retriever, BM25Retriever):
-            output[name] = [
-                _with_info(result, bm25_info(retriever, query, result))
-                for query, result in zip(queries, retrieved[name])
-            ]
+            columns = bm25_diagnostics(retriever, queries, retrieved[name])
         elif isinstance(retriever, DenseRetriever) and query_vectors is not None:
-            infos = dense_info(retriever, query_vectors)
-            output[name] = [_with_info(result, info) for result, info in zip(retrieved[name], infos)]
+            columns = dense_diagnostics(retriever, query_vectors)
+        else:
+            continue
+        infos = map(dict, map(zip, repeat(list(columns)), zip(*(column.tolist() for column in columns.values()))))
+        output[name] = list(map(RetrievalResult._with_info, retrieved[name], infos))
     return output

@@ -75,3 +75,87 @@ def test_attach_diagnostics_leaves_other_lists_alone():
     assert attached["rrf"][0] is fused
     assert set(attached["bm25_raw"][0].info) == {"max_score", "coverage_top", "coverage_corpus"}
     assert attached["bm25_raw"][0].chunk_ids == retrieved["bm25_raw"][0].chunk_ids
+
+
+# --------------------------------------------------------------------------- batches
+
+
+def same_info(first: dict, second: dict) -> bool:
+    return list(first) == list(second) and np.array_equal(list(first.values()), list(second.values()), equal_nan=True)
+
+
+BATCH = [
+    "apple cherry zebra apple",  # a repeated term and one the corpus lacks
+    "the of and",  # only stop words: no token for the "stopwords" variant
+    "zebra",  # no term in the corpus: nothing matches
+    "",  # no token at all
+    "banana banana banana date elder apple cherry",
+    "date",
+]
+
+
+@pytest.mark.parametrize("variant", ["raw", "stopwords"])
+@pytest.mark.parametrize("backend", ["sparse", "rank_bm25"])
+def test_bm25_diagnostics_of_a_batch_are_those_of_each_query(variant, backend):
+    from ragcal.retrieval.diagnostics import bm25_diagnostics
+
+    retriever = BM25Retriever(IDS, [*TEXTS[:3], "date elder the"], variant=variant, backend=backend)
+    results = retriever.search(BATCH, k=3)
+    columns = bm25_diagnostics(retriever, BATCH, results, depth=2)
+    assert set(columns) == {"max_score", "coverage_top", "coverage_corpus"}
+    for position, (query, result) in enumerate(zip(BATCH, results)):
+        alone = bm25_info(retriever, query, result, depth=2)
+        assert same_info({key: float(values[position]) for key, values in columns.items()}, alone)
+    assert all(math.isnan(values[3]) for values in columns.values())  # no token
+    assert [float(values[2]) for values in columns.values()] == [0.0, 0.0, 0.0]  # nothing in the corpus
+    # The scorer's own numbers: the rank_bm25 reference backend gives the same as the sparse one.
+    other = BM25Retriever(IDS, [*TEXTS[:3], "date elder the"], variant=variant,
+                          backend="sparse" if backend == "rank_bm25" else "rank_bm25")
+    again = bm25_diagnostics(other, BATCH, other.search(BATCH, k=3), depth=2)
+    for key in columns:
+        np.testing.assert_allclose(again[key], columns[key], rtol=1e-12, atol=0)
+
+
+def test_bm25_diagnostics_check_their_input():
+    from ragcal.retrieval.diagnostics import bm25_diagnostics
+
+    retriever = BM25Retriever(IDS, TEXTS)
+    with pytest.raises(ValueError, match="2 queries but 1 results"):
+        bm25_diagnostics(retriever, ["apple", "date"], retriever.search(["apple"]))
+    with pytest.raises(ValueError, match="'depth' parameter of bm25_diagnostics must be an int >= 0. Got -1"):
+        bm25_diagnostics(retriever, ["apple"], retriever.search(["apple"]), depth=-1)
+
+
+def test_dense_diagnostics_are_the_plain_products():
+    # Computed with BLAS on one thread (see _one_blas_thread): the same values as the products with every thread.
+    from ragcal.retrieval.diagnostics import dense_diagnostics
+
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((40, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    retriever = DenseRetriever([f"p{n % 9}.md#{n}" for n in range(40)], vectors)
+    queries = rng.standard_normal((600, 384))  # large enough for a multi-threaded OpenBLAS to split the products
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    columns = dense_diagnostics(retriever, queries, neighbours=3)
+    stored = vectors.astype(np.float64)
+    centroid = stored.mean(axis=0) / np.linalg.norm(stored.mean(axis=0))
+    pages = np.array([stored[[n for n in range(40) if n % 9 == page]].sum(axis=0) for page in range(9)])
+    pages /= np.linalg.norm(pages, axis=1, keepdims=True)
+    np.testing.assert_array_equal(columns["centroid_cosine"], queries @ centroid)
+    nearest = np.sort(queries @ pages.T, axis=1)[:, ::-1][:, :3]
+    np.testing.assert_array_equal(columns["page_knn_cosine"], nearest.mean(axis=1))
+    # dense_info gives the rows of the same batch (another batch may round the last bit of a BLAS product apart).
+    rows = dense_info(retriever, queries[:2], neighbours=3)
+    two = dense_diagnostics(retriever, queries[:2], neighbours=3)
+    assert rows == [{key: float(values[n]) for key, values in two.items()} for n in range(2)]
+    empty = DenseRetriever([], np.zeros((0, 384), np.float32))
+    assert np.isnan(dense_diagnostics(empty, queries[:2])["page_knn_cosine"]).all()
+
+
+def test_attach_diagnostics_stamps_every_result_of_the_batch():
+    retriever = BM25Retriever(IDS, TEXTS)
+    retrieved = {"bm25_raw": retriever.search(BATCH)}
+    attached = attach_diagnostics(retrieved, BATCH, {"bm25_raw": retriever})["bm25_raw"]
+    for query, before, after in zip(BATCH, retrieved["bm25_raw"], attached):
+        assert before.info == {} and same_info(after.info, bm25_info(retriever, query, before))
+        assert after.chunk_ids == before.chunk_ids and after.scores is before.scores and after.view == before.view
