@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 #: Version of the saved layout; a change here makes every older entry unreachable.
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _MANIFEST = "manifest.json"
 _FOLDER = "indexes"
 #: Modules whose code decides what a saved index holds (pages, chunks, tokens, BM25 weights, access levels).
@@ -357,7 +357,12 @@ def _write_retrievers(folder: Path, dense, bm25: dict) -> dict:
     """Write the faiss index and every BM25 scorer's arrays into ``folder``; returns their manifest part."""
     import faiss
 
+    from .diagnostics import dense_domain
+
     faiss.write_index(dense.index, str(folder / "dense.faiss"))
+    centroid, page_centroids = dense_domain(dense)  # what the dense diagnostics compare queries with
+    np.save(folder / "dense.centroid.npy", centroid, allow_pickle=False)
+    np.save(folder / "dense.page_centroids.npy", page_centroids, allow_pickle=False)
     states = []
     for retriever in bm25.values():
         arrays, state = _bm25_arrays(retriever)
@@ -384,6 +389,13 @@ def _read_retrievers(folder: Path, manifest: dict, chunk_ids, *, embedder, dense
     faiss_index = faiss.read_index(str(folder / "dense.faiss"), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
     dense = DenseRetriever.from_faiss(
         chunk_ids, faiss_index, embedder=embedder, name=manifest["dense"]["name"], index=spec
+    )
+    from .diagnostics import set_dense_domain
+
+    set_dense_domain(
+        dense,
+        np.load(folder / "dense.centroid.npy", allow_pickle=False),
+        np.load(folder / "dense.page_centroids.npy", allow_pickle=False),
     )
     bm25 = {state["name"]: _load_bm25(folder, state, chunk_ids) for state in manifest["bm25"]}
     return dense, bm25

@@ -279,3 +279,15 @@ def test_a_saved_view_is_loaded_by_the_next_start(corpus, tmp_path, monkeypatch)
     with pytest.warns(IndexCacheWarning, match="saved index unusable"):
         third = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=()).restrict(["public"])
     assert same_retrieval(first, third)
+
+
+def test_the_saved_dense_domain_is_the_computed_one(corpus, tmp_path):
+    from ragcal.retrieval.diagnostics import _build_domain, dense_domain
+
+    cache = tmp_path / "cache"
+    build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
+    loaded = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
+    centroid, pages = dense_domain(loaded.dense)
+    expected_centroid, expected_pages = _build_domain(loaded.dense)
+    assert np.array_equal(centroid, expected_centroid) and np.array_equal(pages, expected_pages)
+    assert centroid.dtype == np.float64 and pages.shape[0] == len(loaded.doc_paths)
