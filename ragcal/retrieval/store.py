@@ -58,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._io import sha256_file
+from .._io import atomic_write_text, sha256_file
 from ..embedding import CacheWarning
 
 __all__ = [
@@ -297,9 +297,7 @@ def _write_folder(final: Path, fill, manifest: dict) -> Path | None:
             for path in sorted(temporary.iterdir())
             if path.is_file()
         }
-        (temporary / _MANIFEST).write_text(
-            json.dumps({**manifest, "files": files}, indent=1, default=str), encoding="utf-8"
-        )
+        atomic_write_text(temporary / _MANIFEST, json.dumps({**manifest, "files": files}, indent=1, default=str))
         for path in temporary.iterdir():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
@@ -439,7 +437,7 @@ def save_index(index, cache_dir, *, slot: str, key: str, facts: dict, includes: 
     def fill(folder: Path) -> None:
         pq.write_table(table, folder / "chunks.parquet")
         parts.update(_write_retrievers(folder, index.dense, index.bm25))
-        (folder / "retrievers.json").write_text(json.dumps(parts), encoding="utf-8")
+        atomic_write_text(folder / "retrievers.json", json.dumps(parts))
 
     manifest = {
         "format": INDEX_FORMAT,
@@ -526,7 +524,7 @@ def save_view(cache_dir, key: str, allowed, positions, dense, bm25) -> Path | No
 
     def fill(folder: Path) -> None:
         parts.update(_write_retrievers(folder, dense, bm25))
-        (folder / "retrievers.json").write_text(json.dumps(parts), encoding="utf-8")
+        atomic_write_text(folder / "retrievers.json", json.dumps(parts))
 
     return _write_folder(_view_dir(cache_dir, key, allowed), fill, manifest)
 
