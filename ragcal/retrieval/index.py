@@ -394,8 +394,9 @@ def build_index(
     spec = dense_index if isinstance(dense_index, DenseIndexSpec) else DenseIndexSpec(kind=dense_index)
     chunking = _chunking_options(chunker, max_tokens=max_tokens, window=window, expand_includes=expand_includes)
     exclude = list(exclude)
-    saved = None
-    if persist and _persistable(embedder):
+    persisting = persist and _persistable(embedder)
+    loaded = saved_at = None  # the saved index found; (cache folder, key) this index is saved under
+    if persisting:
         from . import store
 
         slot, key = store.index_key(
@@ -405,11 +406,11 @@ def build_index(
             dense_build=_dense_build_parameters(spec),
             access=access.to_dict(),
         )
-        saved = store.load_index(embedder.cache_dir, key, embedder=embedder, dense_spec=spec)
-    if saved is not None:
-        chunks, levels, dense, bm25, facts, build_warnings = saved
+        loaded = store.load_index(embedder.cache_dir, key, embedder=embedder, dense_spec=spec)
+    if loaded is not None:
+        chunks, levels, dense, bm25, facts, build_warnings = loaded
         _reissue(build_warnings)
-        saved = (embedder.cache_dir, key)
+        saved_at = (embedder.cache_dir, key)
     else:
         caught = []
         try:  # what loading and chunking warn is recorded, so that a load of the saved index warns it again
@@ -440,8 +441,8 @@ def build_index(
                 "\x00".join(f"{c.chunk_id}\x01{c.text}" for c in chunks).encode()
             ).hexdigest(),
         }
-        if persist and _persistable(embedder):
-            saved = store.save_index(
+        if persisting:
+            entry = store.save_index(
                 RetrievalIndex(chunks, dense, bm25, levels=levels),
                 embedder.cache_dir,
                 slot=slot,
@@ -450,7 +451,7 @@ def build_index(
                 includes=store.include_states(documents),
                 build_warnings=build_warnings,
             )
-            saved = (embedder.cache_dir, key) if saved is not None else None
+            saved_at = (embedder.cache_dir, key) if entry is not None else None
     config = {
         "ragcal_version": __version__,
         "corpus": str(corpus_dir),
@@ -465,5 +466,5 @@ def build_index(
         **(reranker.to_dict() if reranker is not None else {}),
         **dense.index_config,
     }
-    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker, _saved=saved)
+    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker, _saved=saved_at)
     return index.restrict(allowed_levels) if allowed_levels is not None else index
