@@ -11,8 +11,9 @@ over retrieval). Nothing is asserted.
 The 1,000 queries are the two bundled labeled sets, repeated. The script measures twice: with their embeddings
 from the embedding cache (retrieval as cheap as it gets, so the ratio is the least flattering one), then as new
 questions that retrieval must embed, which is what a deployed gate sees. With the cache it also times the two
-parts of the difference on the same retrieved lists, ``attach_diagnostics`` and ``score_table``: on two shared cores
-retrieval's own time varies by more than the difference, so that sum is the steadier estimate of what is added.
+parts of the difference on the same retrieved lists, ``diagnostic_rows`` (the diagnostics ``retrieve`` stamps on its
+results) and ``score_table``: on two shared cores retrieval's own time varies by more than the difference, so that
+sum is the steadier estimate of what is added.
 """
 
 import time
@@ -20,7 +21,7 @@ import time
 import pandas as pd
 
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES, RUST_BOOK_QUERIES
-from ragcal.retrieval.diagnostics import attach_diagnostics
+from ragcal.retrieval.diagnostics import diagnostic_rows
 from ragcal.retrieval.index import build_index
 from ragcal.scoring import score_table
 from ragcal.signals import SIGNALS
@@ -85,13 +86,13 @@ def main():
     retrievers = {"dense": index.dense, **index.bm25}
     parts = best_of(
         {
-            "diagnostics": lambda: attach_diagnostics(plain, texts, retrievers, query_vectors=vectors),
+            "diagnostics": lambda: diagnostic_rows(plain, texts, retrievers, query_vectors=vectors),
             "score table": lambda: score_table(queries, attached, signals=names),
         },
         REPEATS,
     )
     both = parts["diagnostics"] + parts["score table"]
-    print(f"  the difference on the same lists: attach_diagnostics {parts['diagnostics']:.3f} s + score_table "
+    print(f"  the difference on the same lists: diagnostic_rows {parts['diagnostics']:.3f} s + score_table "
           f"{parts['score table']:.3f} s = {both:.3f} s, {both / best['retrieval']:+.1%} of retrieval")
 
     # New questions are not in the embedding cache: retrieval then includes embedding them, as in use.

@@ -73,6 +73,7 @@ __all__ = [
 _CHUNK_IDS = attrgetter("chunk_ids")
 _SCORES = attrgetter("scores")
 _INFO = attrgetter("info")
+_POSITIONS = attrgetter("positions")
 #: ResultBatch.top_scores keeps the first this many scores of each list for any k up to it.
 _SHORT = 10
 
@@ -115,6 +116,7 @@ class ResultBatch:
         self._queries: list | None = None
         self._page_of_chunk: dict[str, int] = {}  # chunk id -> page code, for every chunk id seen so far
         self._page_codes: dict[str, int] = {}  # page -> code
+        self._source_codes: dict[int, tuple] = {}  # id(a retriever's chunk ids) -> (them, page code per position)
 
     @classmethod
     def of_query(cls, results: Mapping[str, RetrievalResult]) -> "ResultBatch":
@@ -203,19 +205,31 @@ class ResultBatch:
         results = self._retrieved[retriever]
         if queries is not None:
             results = [results[position] for position in np.asarray(queries, dtype=np.intp).tolist()]
-        chunk_ids = map(_CHUNK_IDS, results)
-        if depth is not None:
-            chunk_ids = map(itemgetter(slice(depth)), chunk_ids)
-        chunk_ids = list(chain.from_iterable(chunk_ids))
-        codes = self._page_of_chunk
-        new = set(chunk_ids).difference(codes)
-        if new:  # the page of each chunk id is worked out once per batch
-            pages = self._page_codes
-            for chunk_id in new:
-                codes[chunk_id] = pages.setdefault(page_of(chunk_id), len(pages))
         lengths = _lengths(results)
         kept = lengths if depth is None else np.minimum(lengths, depth)
-        return _padded(kept, np.fromiter(map(codes.__getitem__, chunk_ids), np.int64, len(chunk_ids)), -1)
+        cut = (lambda values: values) if depth is None else functools.partial(map, itemgetter(slice(depth)))
+        sources = {id(result.source_ids) for result in results}
+        if len(sources) == 1 and results and results[0].source_ids is not None:
+            # One retriever's results: look its chunk positions up in one array per batch, code by code.
+            source = results[0].source_ids
+            positions = np.concatenate([np.empty(0, dtype=np.intp), *cut(map(_POSITIONS, results))])
+            table = self._source_codes.get(id(source), (None, None))[1]
+            if table is None:
+                table = np.full(len(source), -1, dtype=np.int64)
+                self._source_codes[id(source)] = (source, table)  # the reference keeps the id from being reused
+            new = np.unique(positions[table[positions] < 0]).tolist()
+            table[new] = [self._code(source[position]) for position in new]
+            return _padded(kept, table[positions], -1)
+        chunk_ids = list(chain.from_iterable(cut(map(_CHUNK_IDS, results))))
+        return _padded(kept, np.fromiter(map(self._code, chunk_ids), np.int64, len(chunk_ids)), -1)
+
+    def _code(self, chunk_id: str) -> int:
+        """Page code of a chunk id; the page of each chunk id is worked out once per batch."""
+        code = self._page_of_chunk.get(chunk_id)
+        if code is None:
+            pages = self._page_codes
+            code = self._page_of_chunk[chunk_id] = pages.setdefault(page_of(chunk_id), len(pages))
+        return code
 
 
 def _lengths(results) -> np.ndarray:

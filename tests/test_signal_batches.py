@@ -127,12 +127,14 @@ def test_diagnostics_of_a_restricted_view_come_from_its_retrievers(fastapi_slice
             result = through_view[name][position]
             assert same_info(result.info, bm25_info(retriever, text, result))
         alone = dense_info(view.dense, vectors[position])[0]  # a batch of one: BLAS may round the last bit apart
-        np.testing.assert_allclose(list(through_view["dense"][position].info.values()), list(alone.values()),
-                                   rtol=0, atol=1e-14)
+        np.testing.assert_allclose(
+            list(through_view["dense"][position].info.values()), list(alone.values()), rtol=0, atol=1e-14
+        )
     # The hidden page moves the full index's numbers, never the view's.
     assert through_view["bm25_raw"][0].info != everything["bm25_raw"][0].info
-    table = score_table(pd.DataFrame({"id": list("abcd"), "query": texts, "answerable": True, "slice": "s"}),
-                        through_view)
+    table = score_table(
+        pd.DataFrame({"id": list("abcd"), "query": texts, "answerable": True, "slice": "s"}), through_view
+    )
     for name in table.columns[4:]:
         signal = get_signal(name)
         assert_same_bits(table[name].to_numpy(), [signal(per_query(through_view, p)) for p in range(4)], name)
@@ -157,8 +159,9 @@ def hand_made_batch():
     return {
         "dense": [result("dense", p, s, i) for p, s, i in zip(dense_pages, dense_scores, dense_info)],
         "bm25_raw": [result("bm25_raw", p, s, i) for p, s, i in zip(lexical_pages, lexical_scores, lexical_info)],
-        "bm25_stopwords": [result("bm25_stopwords", p, s, i) for p, s, i in zip(lexical_pages, lexical_scores,
-                                                                                 lexical_info)],
+        "bm25_stopwords": [
+            result("bm25_stopwords", p, s, i) for p, s, i in zip(lexical_pages, lexical_scores, lexical_info)
+        ],
         "rrf": [result("rrf", p[:2], s[:2]) for p, s in zip(dense_pages, dense_scores)],
     }
 
@@ -215,7 +218,9 @@ def test_register_batch_signal():
 
     try:
         signal = get_signal("dense_top3_mean_vector_test")
-        assert signal.batch is dense_top3_mean and signal.description == "Mean of the three best cosines, NaN with fewer."
+        assert (
+            signal.batch is dense_top3_mean and signal.description == "Mean of the three best cosines, NaN with fewer."
+        )
         assert signal.origin.endswith("test_register_batch_signal.<locals>.dense_top3_mean")
         retrieved = hand_made_batch()
         values = compute_signals_batch(retrieved, ["dense_top3_mean_vector_test"])["dense_top3_mean_vector_test"]
@@ -276,3 +281,73 @@ def test_segment_sums_are_numpys_sum_of_each_segment():
     expected = [values[start : start + count].sum() for start, count in zip(starts, counts)]
     assert_same_bits(_segment_sums(values, counts), expected, "_segment_sums")
     assert _segment_sums(np.empty(0), np.zeros(3, int)).tolist() == [0.0, 0.0, 0.0]
+
+
+def stripped(result: RetrievalResult) -> RetrievalResult:
+    """The same ranked list without what its retriever stamped (positions, source ids, tokens)."""
+    return RetrievalResult(result.retriever, result.chunk_ids, result.scores, info=result.info, view=result.view)
+
+
+def test_retrievers_stamp_positions_and_tokens_that_match_their_lists(fastapi_index, fastapi_labeled):
+    from ragcal.retrieval.bm25 import tokenize
+
+    queries, retrieved = fastapi_labeled
+    sources = {"dense": fastapi_index.dense, **fastapi_index.bm25}
+    for name, retriever in sources.items():
+        for query, result in zip(queries["query"], retrieved[name]):
+            assert result.source_ids is retriever.chunk_ids
+            assert [retriever.chunk_ids[p] for p in result.positions] == list(result.chunk_ids)
+            expected = None if name == "dense" else tuple(tokenize(query, variant=retriever.variant))
+            assert result.tokens == expected
+    assert all(result.positions is None for result in retrieved["rrf"])
+    with pytest.raises(ValueError, match="go together"):
+        RetrievalResult("dense", ("a.md#0",), np.array([0.5]), positions=np.array([0]))
+    with pytest.raises(ValueError, match="1 chunk ids but 2 positions"):
+        RetrievalResult("dense", ("a.md#0",), np.array([0.5]), positions=np.array([0, 1]), source_ids=["a.md#0"])
+
+
+def test_stamped_and_unstamped_results_give_the_same_diagnostics_and_signals(fastapi_index, fastapi_labeled):
+    from ragcal.retrieval.diagnostics import bm25_diagnostics
+
+    queries, retrieved = fastapi_labeled
+    texts = list(queries["query"])
+    bare = {name: [stripped(result) for result in results] for name, results in retrieved.items()}
+    for name, retriever in fastapi_index.bm25.items():
+        stamped, looked_up = (
+            bm25_diagnostics(retriever, texts, retrieved[name]),
+            bm25_diagnostics(retriever, texts, bare[name]),
+        )
+        for key in stamped:
+            assert_same_bits(stamped[key], looked_up[key], f"{name}.{key}")
+        # Positions that index another retriever's chunk list are not trusted: the ids are looked up instead.
+        other = [
+            RetrievalResult(
+                r.retriever,
+                r.chunk_ids,
+                r.scores,
+                view=r.view,
+                positions=np.zeros(len(r), dtype=np.intp),
+                source_ids=list(retriever.chunk_ids),
+                tokens=("zzz",),
+            )
+            for r in retrieved[name]
+        ]
+        misled = bm25_diagnostics(retriever, texts, other)
+        for key in stamped:
+            assert_same_bits(misled[key], stamped[key], f"{name}.{key} with foreign positions")
+    # Page codes from positions and from chunk ids agree; so do all signals, also in a batch that mixes the two.
+    mixed = {
+        name: [bare[name][p] if p % 2 else result for p, result in enumerate(results)]
+        for name, results in retrieved.items()
+    }
+    with_positions, without, half = ResultBatch(retrieved), ResultBatch(bare), ResultBatch(mixed)
+    for name in ("dense", "bm25_raw", "bm25_stopwords"):
+        for depth in (None, 3):
+            first, second = with_positions.pages(name, depth), without.pages(name, depth)
+            assert first.shape == second.shape
+            pairs = set(zip(first.ravel().tolist(), second.ravel().tolist()))
+            assert len(pairs) == len(set(first.ravel().tolist())) == len(set(second.ravel().tolist()))
+    full, plain, both = compute_signals_batch(retrieved), compute_signals_batch(bare), compute_signals_batch(mixed)
+    for name in full:
+        assert_same_bits(plain[name], full[name], name)
+        assert_same_bits(both[name], full[name], name)

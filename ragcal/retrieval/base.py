@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -40,6 +40,18 @@ class RetrievalResult:
         :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve`. Gates word
         their messages with it rather than with the description they were
         bound to (see :func:`ragcal.retrieval.views.searched_corpus`).
+    positions : ndarray of shape (len(chunk_ids),), dtype intp, default=None
+        Position of each chunk in ``source_ids``, so that diagnostics and
+        signals need not look the ids up again. None for results built by
+        hand, fused or reranked.
+    source_ids : sequence of str, default=None
+        The producing retriever's own ``chunk_ids`` (the object itself, not a
+        copy), which ``positions`` index: ``source_ids[positions[i]] ==
+        chunk_ids[i]``. Given with ``positions``.
+    tokens : tuple of str, default=None
+        The query's tokens as the producing retriever scored them (BM25:
+        :func:`ragcal.retrieval.bm25.tokenize` with its variant); None for
+        retrievers that do not tokenize.
     """
 
     retriever: str
@@ -48,6 +60,9 @@ class RetrievalResult:
     info: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
     view: str | None = field(default=None, repr=False, compare=False)
     corpus: object = field(default=None, repr=False, compare=False)
+    positions: np.ndarray | None = field(default=None, repr=False, compare=False)
+    source_ids: Sequence[str] | None = field(default=None, repr=False, compare=False)
+    tokens: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         scores = np.asarray(self.scores, dtype=np.float64).reshape(-1)
@@ -59,6 +74,19 @@ class RetrievalResult:
         object.__setattr__(self, "chunk_ids", tuple(self.chunk_ids))
         object.__setattr__(self, "scores", scores)
         object.__setattr__(self, "info", {str(key): float(value) for key, value in dict(self.info).items()})
+        if (self.positions is None) != (self.source_ids is None):
+            raise ValueError(f"RetrievalResult of {self.retriever!r}: positions and source_ids go together")
+        if self.positions is not None:
+            positions = np.asarray(self.positions, dtype=np.intp).reshape(-1)
+            if positions.shape[0] != len(self.chunk_ids):
+                raise ValueError(
+                    f"RetrievalResult of {self.retriever!r}: {len(self.chunk_ids)} chunk ids but "
+                    f"{positions.shape[0]} positions"
+                )
+            positions.setflags(write=False)
+            object.__setattr__(self, "positions", positions)
+        if self.tokens is not None:
+            object.__setattr__(self, "tokens", tuple(self.tokens))
 
     def with_view(self, *, view=None, corpus=None) -> "RetrievalResult":
         """A copy stamped with a view key and, optionally, the view's description."""
@@ -66,17 +94,21 @@ class RetrievalResult:
 
         return replace(self, view=view if view is not None else self.view, corpus=corpus)
 
-    def _with_info(self, info: dict) -> "RetrievalResult":
-        """A copy whose ``info`` also holds ``info``: a new dict of str to float, which the copy may keep.
+    def _with_info(self, info: dict | None = None, **fields) -> "RetrievalResult":
+        """A copy whose ``info`` also holds ``info`` (a new dict of str to float, which the copy may keep).
 
-        For :func:`ragcal.retrieval.diagnostics.attach_diagnostics`, which
-        stamps every result of a batch: the other fields were checked when
-        this result was made, so the copy skips ``__post_init__`` (a tenth of
-        the cost of ``dataclasses.replace``).
+        ``fields`` replace other fields as they are (``view``, ``corpus``). For
+        :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` and
+        :func:`ragcal.retrieval.diagnostics.attach_diagnostics`, which stamp
+        every result of a batch: the other fields were checked when this result
+        was made, so the copy skips ``__post_init__`` (a tenth of the cost of
+        ``dataclasses.replace``).
         """
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
-        copy.__dict__["info"] = {**self.info, **info} if self.info else info
+        if info:
+            copy.__dict__["info"] = {**self.info, **info} if self.info else info
+        copy.__dict__.update(fields)
         return copy
 
     def __len__(self) -> int:

@@ -122,24 +122,30 @@ class BM25Retriever:
         )
 
     def search_one(self, query: str, *, k: int = 100) -> RetrievalResult:
+        tokens = tokenize(query, variant=self.variant)
         if self.backend == "sparse":
-            matched, scores = self.bm25.score(tokenize(query, variant=self.variant))
+            matched, scores = self.bm25.score(tokens)
         else:
-            tokens = [token for token in tokenize(query, variant=self.variant) if token in self._postings]
-            if not tokens:
-                return RetrievalResult(self.name, (), np.empty(0), view=self.view)
-            matched = np.unique(np.concatenate([self._postings[token] for token in tokens]))
-            scores = np.asarray(self.bm25.get_batch_scores(tokens, matched.tolist()), dtype=np.float64)
+            known = [token for token in tokens if token in self._postings]
+            if not known:
+                return self._result((), np.empty(0), np.empty(0, dtype=np.intp), tokens)
+            matched = np.unique(np.concatenate([self._postings[token] for token in known]))
+            scores = np.asarray(self.bm25.get_batch_scores(known, matched.tolist()), dtype=np.float64)
         if matched.size == 0:
-            return RetrievalResult(self.name, (), np.empty(0), view=self.view)
+            return self._result((), np.empty(0), np.empty(0, dtype=np.intp), tokens)
         if 0 < k < matched.size:
             # Keep every score tied with the k-th best, so the stable sort below breaks ties as on the full list.
             kth_best = np.partition(scores, matched.size - k)[matched.size - k]
             candidates = np.flatnonzero(scores >= kth_best)
             matched, scores = matched[candidates], scores[candidates]
         order = np.argsort(-scores, kind="stable")[:k]  # ties keep corpus order
+        positions = matched[order]
+        chunk_ids = self.chunk_ids
+        return self._result(tuple(chunk_ids[i] for i in positions.tolist()), scores[order], positions, tokens)
+
+    def _result(self, chunk_ids, scores, positions, tokens) -> RetrievalResult:
         return RetrievalResult(
-            self.name, tuple(self.chunk_ids[matched[i]] for i in order), scores[order], view=self.view
+            self.name, chunk_ids, scores, view=self.view, positions=positions, source_ids=self.chunk_ids, tokens=tokens
         )
 
     def search(self, queries, *, k: int = 100) -> list[RetrievalResult]:

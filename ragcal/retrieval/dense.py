@@ -92,14 +92,18 @@ class DenseRetriever:
         configure_search(self.index, self.index_spec, k)
         scores, indices = self.index.search(query_vectors, k)
         results = []
+        chunk_ids = self.chunk_ids
         for row_scores, row_indices in zip(scores, indices):
             keep = row_indices >= 0
+            positions = row_indices[keep].astype(np.intp)
             results.append(
                 RetrievalResult(
                     self.name,
-                    tuple(self.chunk_ids[i] for i in row_indices[keep]),
+                    tuple(chunk_ids[i] for i in positions.tolist()),
                     row_scores[keep],
                     view=self.view,
+                    positions=positions,
+                    source_ids=chunk_ids,
                 )
             )
         return results

@@ -55,7 +55,6 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,6 +78,7 @@ __all__ = [
     "set_dense_domain",
     "bm25_info",
     "dense_info",
+    "diagnostic_rows",
     "attach_diagnostics",
 ]
 
@@ -236,7 +236,12 @@ def bm25_diagnostics(
         raise ValueError(f"bm25_diagnostics: {len(queries)} queries but {len(results)} results")
     terms = _cached(_TERMS, retriever, retriever.bm25, _build_terms)
     n_queries, n_terms = len(queries), terms.n_terms
-    tokens = [tokenize(query, variant=retriever.variant) for query in queries]
+    # The tokens and chunk positions the retriever itself produced, when the result is its own.
+    own = [result.source_ids is retriever.chunk_ids for result in results]
+    tokens = [
+        list(result.tokens) if mine and result.tokens is not None else tokenize(query, variant=retriever.variant)
+        for query, result, mine in zip(queries, results, own)
+    ]
     flat = list(chain.from_iterable(tokens))
     codes = np.fromiter(map(terms.columns.__getitem__, flat), dtype=np.int64, count=len(flat))  # -1: not in it
     unseen = np.flatnonzero(codes < 0).tolist()
@@ -259,12 +264,13 @@ def bm25_diagnostics(
     weights[in_corpus] = idf
 
     # Which of a query's terms occur in its top chunks: look (chunk, term) up among the retriever's occurrences.
-    top_ids = list(map(itemgetter(slice(depth)), map(attrgetter("chunk_ids"), results)))
-    n_top = np.fromiter(map(len, top_ids), dtype=np.intp, count=n_queries)
+    top_positions = [
+        result.positions[:depth] if mine else _positions_of(terms, result, depth)
+        for result, mine in zip(results, own)
+    ]
+    n_top = np.fromiter(map(len, top_positions), dtype=np.intp, count=n_queries)
     top = np.full((n_queries, depth), -1, dtype=np.int64)
-    top[np.arange(top.shape[1]) < n_top[:, None]] = np.fromiter(
-        map(terms.positions.__getitem__, chain.from_iterable(top_ids)), dtype=np.int64, count=int(n_top.sum())
-    )
+    top[np.arange(top.shape[1]) < n_top[:, None]] = np.concatenate([np.empty(0, dtype=np.intp), *top_positions])
     pair_top = top[query[in_corpus]]
     wanted = pair_top * n_terms + code[in_corpus][:, None]
     # Hashed look-ups (pandas) among the query terms in this batch's top chunks only: the cost follows the batch.
@@ -294,6 +300,11 @@ def bm25_diagnostics(
     for values in (max_score, coverage_top, coverage_corpus):
         values[no_token] = np.nan
     return dict(zip(BM25_KEYS, (max_score, coverage_top, coverage_corpus)))
+
+
+def _positions_of(terms: _Terms, result: RetrievalResult, depth: int) -> np.ndarray:
+    """Positions of a result's top ``depth`` chunks, looked up by id (a result the retriever did not stamp)."""
+    return np.fromiter(map(terms.positions.__getitem__, result.chunk_ids[:depth]), dtype=np.intp)
 
 
 def bm25_info(retriever: BM25Retriever, query: str, result: RetrievalResult, *, depth: int = COVERAGE_DEPTH) -> dict:
@@ -409,6 +420,30 @@ def _rows(columns: dict) -> list[dict]:
     return [dict(zip(keys, values)) for values in zip(*(column.tolist() for column in columns.values()))]
 
 
+def diagnostic_rows(retrieved: dict, queries, retrievers: dict, *, query_vectors=None) -> dict[str, list[dict]]:
+    """The ``info`` of every result in ``retrieved`` that has diagnostics: ``{retriever name: [dict per query]}``.
+
+    What :func:`attach_diagnostics` stores (see it for the parameters); names
+    without diagnostics are left out.
+    """
+    from .bm25 import BM25Retriever
+    from .dense import DenseRetriever
+
+    queries = [str(query) for query in queries]
+    rows = {}
+    for name, retriever in retrievers.items():
+        if name not in retrieved:
+            continue
+        if isinstance(retriever, BM25Retriever):
+            columns = bm25_diagnostics(retriever, queries, retrieved[name])
+        elif isinstance(retriever, DenseRetriever) and query_vectors is not None:
+            columns = dense_diagnostics(retriever, query_vectors)
+        else:
+            continue
+        rows[name] = list(map(dict, map(zip, repeat(list(columns)), zip(*(column.tolist() for column in columns.values())))))
+    return rows
+
+
 def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vectors=None) -> dict:
     """Copy of ``retrieved`` whose results carry their retriever's diagnostics in ``info``.
 
@@ -429,20 +464,7 @@ def attach_diagnostics(retrieved: dict, queries, retrievers: dict, *, query_vect
         The query embeddings the dense retriever searched with; dense
         diagnostics are skipped when None.
     """
-    from .bm25 import BM25Retriever
-    from .dense import DenseRetriever
-
-    queries = [str(query) for query in queries]
     output = dict(retrieved)
-    for name, retriever in retrievers.items():
-        if name not in retrieved:
-            continue
-        if isinstance(retriever, BM25Retriever):
-            columns = bm25_diagnostics(retriever, queries, retrieved[name])
-        elif isinstance(retriever, DenseRetriever) and query_vectors is not None:
-            columns = dense_diagnostics(retriever, query_vectors)
-        else:
-            continue
-        infos = map(dict, map(zip, repeat(list(columns)), zip(*(column.tolist() for column in columns.values()))))
+    for name, infos in diagnostic_rows(retrieved, queries, retrievers, query_vectors=query_vectors).items():
         output[name] = list(map(RetrievalResult._with_info, retrieved[name], infos))
     return output

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 from .. import __version__
@@ -25,7 +26,7 @@ from ..embedding import DEFAULT_MODEL, Embedder
 from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
-from .diagnostics import attach_diagnostics
+from .diagnostics import diagnostic_rows
 from .fusion import reciprocal_rank_fusion
 
 __all__ = ["RetrievalIndex", "chunk_corpus", "build_index", "CHUNKERS"]
@@ -228,16 +229,19 @@ class RetrievalIndex:
             reciprocal_rank_fusion([retrieved[name][position] for name in self.fuse], k=rrf_k, depth=depth, top=rrf_top)
             for position in range(len(queries))
         ]
+        infos = {}
         if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics.py)
-            retrieved = attach_diagnostics(
-                retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors
-            )
+            infos = diagnostic_rows(retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors)
         if self.reranker is not None:
             texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
             retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
         description = self.description
+        stamp = {"view": description.view, "corpus": description}  # every result: the view searched, its words
         return {
-            name: [result.with_view(view=description.view, corpus=description) for result in results]
+            name: [
+                result._with_info(info, **stamp)
+                for result, info in zip(results, infos.get(name) or repeat(None, len(results)))
+            ]
             for name, results in retrieved.items()
         }
 
