@@ -53,6 +53,7 @@ __all__ = [
     "CERTIFIED_GATES",
     "support_inputs",
     "certified_fitters",
+    "threshold_gate_support",
     "risk_coverage_tables",
     "guarantee_check",
     "population_check",
@@ -117,6 +118,19 @@ def _signals(table):
     return [name for name in signal_columns(table) if name in SIGNALS and table[name].notna().any()]
 
 
+def threshold_gate_support(results, gold, name: str) -> np.ndarray:
+    """Support level per question of a :class:`ThresholdGate` on signal ``name``, as its risk-coverage curve reads it.
+
+    :func:`ragcal.gates.support.signal_support`; for a signal where lower
+    means answerable only the top passage is passed on, so the level is
+    whether it is from a gold page, at any threshold.
+    """
+    levels = signal_support(results, gold, name)
+    if not SIGNALS[name].higher_is_answerable:
+        levels = levels > -math.inf
+    return levels
+
+
 def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, random_state=0):
     """Curves and areas (with intervals and paired differences against :data:`BASELINE_SIGNAL`) of every signal
     and of the gates that order questions (:data:`LEARNED_CURVE`, :data:`FLOOR_GAP_CURVE`).
@@ -134,9 +148,7 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
     inputs = {}
     for name in _signals(table):
         higher = SIGNALS[name].higher_is_answerable
-        levels = signal_support(results, gold, name)
-        if not higher:
-            levels = levels > -math.inf  # only the top passage is passed on: supported or not, at any threshold
+        levels = threshold_gate_support(results, gold, name)
         scores = table[name].to_numpy(dtype=float)
         inputs[name] = (scores, levels, higher)
         curves.append(risk_coverage(scores, levels, higher_is_answerable=higher).assign(kind="signal", name=name))

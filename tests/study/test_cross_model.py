@@ -1,0 +1,150 @@
+"""The cross-model study: paired AUC and AURC differences, thresholds per model, and copying one across."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from ragcal.calibration import fit_threshold, split_by_slice
+from ragcal.study.cross_model import (
+    auc_by_model,
+    aurc_by_model,
+    cross_model_report,
+    model_dependent_signals,
+    summarize_copy,
+    threshold_copy,
+    thresholds_by_model,
+)
+
+RULES = ("keep@1.0", "keep@0.95")
+
+
+def pair():
+    """The same 40 questions under two 'models': B's cosines are A's squeezed (0.5 x + 0.1), then noised."""
+    rng = np.random.default_rng(0)
+    slices = np.array(["answerable"] * 20 + ["near-domain"] * 10 + ["off-topic"] * 10)
+    answerable = slices == "answerable"
+    top1 = np.where(answerable, rng.normal(0.7, 0.08, 40), rng.normal(0.45, 0.1, 40))
+    base = pd.DataFrame(
+        {
+            "id": [f"q{i}" for i in range(40)],
+            "query": "q",
+            "answerable": answerable,
+            "slice": slices,
+            "dense_top1": top1,
+        }
+    )
+    base["dense_gap"] = rng.random(40) * 0.1
+    squeezed = base.assign(dense_top1=0.5 * top1 + 0.1)
+    noisy = squeezed.assign(dense_top1=squeezed["dense_top1"] + rng.normal(0, 0.04, 40))
+    return base, squeezed, noisy
+
+
+def test_model_dependent_signals_leave_bm25_only_signals_out():
+    base, _, _ = pair()
+    table = base.assign(bm25_top1_raw=1.0, rrf_top1=0.1)
+    assert model_dependent_signals(table) == ["dense_top1", "dense_gap", "rrf_top1"]
+
+
+def test_paired_auc_difference():
+    base, squeezed, noisy = pair()
+    same = auc_by_model({"A": base, "B": squeezed}, ["dense_top1"], n_resamples=200)
+    overall = same[same["comparison"] == "all unanswerable"].iloc[0]
+    # A monotone rescaling ranks every question the same: equal AUCs, and every paired resample differs by 0.
+    assert overall["A_auc"] == overall["B_auc"] and overall["difference"] == 0
+    assert overall["difference_low"] == overall["difference_high"] == 0
+    assert set(same["comparison"]) == {"all unanswerable", "near-domain", "off-topic"}
+    moved = auc_by_model({"A": base, "B": noisy}, ["dense_top1"], n_resamples=200).set_index("comparison")
+    truth = base["answerable"].to_numpy()
+    expected = roc_auc_score(truth, noisy["dense_top1"]) - roc_auc_score(truth, base["dense_top1"])
+    assert moved.loc["all unanswerable", "difference"] == pytest.approx(expected)
+    assert (
+        moved.loc["all unanswerable", "difference_low"] <= expected <= moved.loc["all unanswerable", "difference_high"]
+    )
+    near = (base["slice"] == "near-domain") | truth
+    assert moved.loc["near-domain", "n_unanswerable"] == 10 and moved.loc["near-domain", "n_answerable"] == 20
+    assert moved.loc["near-domain", "A_auc"] == pytest.approx(roc_auc_score(truth[near], base["dense_top1"][near]))
+    with pytest.raises(ValueError, match="'id'"):
+        auc_by_model({"A": base, "B": noisy.assign(id="x")}, ["dense_top1"])
+    with pytest.raises(ValueError, match="two models"):
+        auc_by_model({"A": base}, ["dense_top1"])
+
+
+def test_paired_aurc_difference_of_identical_runs_is_zero():
+    base, squeezed, _ = pair()
+    support = {"dense_top1": base["dense_top1"].where(base["answerable"], -np.inf).to_numpy()}
+    # The same ordering and the same support under both: the same curve.
+    rescaled = {"dense_top1": np.where(base["answerable"], 0.5 * base["dense_top1"] + 0.1, -np.inf)}
+    areas = aurc_by_model({"A": base, "B": squeezed}, {"A": support, "B": rescaled}, ["dense_top1"], n_resamples=100)
+    row = areas.iloc[0]
+    assert row["A_aurc"] == pytest.approx(row["B_aurc"]) and row["difference"] == pytest.approx(0)
+    assert (
+        0 < row["A_aurc"] < 1
+        and row["difference_low"] == pytest.approx(0)
+        and row["difference_high"] == pytest.approx(0)
+    )
+
+
+def test_thresholds_move_with_the_scale():
+    base, squeezed, _ = pair()
+    thresholds = thresholds_by_model({"A": base, "B": squeezed}, RULES).set_index(["model", "rule"])["threshold"]
+    lowest = base.loc[base["answerable"], "dense_top1"].min()
+    assert thresholds["A", "keep@1.0"] == lowest  # keep every answerable question: the lowest answerable score
+    assert thresholds["B", "keep@1.0"] == pytest.approx(0.5 * lowest + 0.1)
+
+
+def test_copying_a_threshold_by_hand_on_one_split():
+    base, squeezed, _ = pair()
+    copies = threshold_copy({"A": base, "B": squeezed}, ["keep@1.0"], n_splits=3)
+    assert len(copies) == 3 * 1 * 4  # splits x rules x (fitted on, applied to)
+    calibration = split_by_slice(base["slice"].to_numpy(), random_state=1)
+    answerable = base["answerable"].to_numpy()
+    fitted = fit_threshold("keep@1.0", base["dense_top1"][calibration], answerable[calibration])
+    held = ~calibration & answerable
+    row = copies[(copies["split"] == 1) & (copies["fitted_on"] == "A") & (copies["applied_to"] == "B")].iloc[0]
+    # A's threshold sits on A's scale; B's scores are lower (0.5 x + 0.1 < x above 0.2), so it refuses more of them.
+    assert row["threshold"] == fitted
+    assert row["answerable_kept"] == pytest.approx((squeezed["dense_top1"][held] >= fitted).mean())
+    own = copies[(copies["split"] == 1) & (copies["fitted_on"] == "B") & (copies["applied_to"] == "B")].iloc[0]
+    assert own["threshold"] == pytest.approx(0.5 * fitted + 0.1)
+    assert own["answerable_kept"] == pytest.approx((base["dense_top1"][held] >= fitted).mean())
+    summary = summarize_copy(copies).set_index(["applied_to", "outcome"])
+    kept = summary.loc[("B", "answerable_kept")]
+    assert kept["fitted_on"] == "A" and kept["copied"] < kept["own"] and kept["difference"] < 0
+    by_split = copies[copies["applied_to"] == "B"].pivot(index="split", columns="fitted_on", values="answerable_kept")
+    assert kept["difference"] == pytest.approx((by_split["A"] - by_split["B"]).median())
+
+
+def test_report_renders_every_part():
+    base, _, noisy = pair()
+    tables = {"A": base, "B": noisy}
+    support = {
+        label: {
+            "dense_top1": t["dense_top1"].where(t["answerable"], -np.inf).to_numpy(),
+            "dense_gap": np.where(t["answerable"], np.inf, -np.inf),
+        }
+        for label, t in tables.items()
+    }
+    corpus = {
+        "auc": auc_by_model(tables, ["dense_top1", "dense_gap"], n_resamples=50),
+        "aurc": aurc_by_model(tables, support, ["dense_top1", "dense_gap"], n_resamples=50),
+        "thresholds": thresholds_by_model(tables, RULES),
+        "copy": summarize_copy(threshold_copy(tables, RULES, n_splits=5)),
+        "n_questions": 40,
+        "n_splits": 5,
+    }
+    timings = pd.DataFrame({"model": ["A", "B"], "texts": [3, 3], "seconds": [1.0, 0.01], "per_text_ms": [333.3, 3.3]})
+    text = cross_model_report(
+        {"Toy docs": corpus}, labels=["A", "B"], fingerprints={"A": "a@1", "B": "b@2"}, timings=timings
+    )
+    for part in (
+        "## Toy docs",
+        "AUC difference",
+        "AURC B",
+        "thresholds per rule",
+        "Copying a threshold",
+        "keep@0.95",
+        "Cost in time",
+        "`a@1`",
+    ):
+        assert part in text
