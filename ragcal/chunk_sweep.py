@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from .embedding import Embedder
+from .embedding import load_embedder
 from .formatting import interval_cell
 from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics
 from .queries import gold_pages
@@ -106,7 +106,7 @@ def sweep_chunking(
     queries : DataFrame
         Labeled queries (:func:`ragcal.queries.load_queries`).
     corpus_dir : str or Path
-    embedder : Embedder, default=None
+    embedder : EmbedderProtocol, default=None
         Shared by all variants, so unchanged chunk texts are embedded once (cache).
     variants : dict, default=None
         name -> :func:`ragcal.retrieval.index.build_index` options; :data:`CHUNKING_VARIANTS` when None.
@@ -126,7 +126,7 @@ def sweep_chunking(
     variants = dict(variants or CHUNKING_VARIANTS)
     if baseline not in variants:
         raise ValueError(f"The baseline {baseline!r} is not one of the variants: {', '.join(variants)}")
-    embedder = embedder or Embedder()
+    embedder = embedder or load_embedder()
     answerable = queries["answerable"].to_numpy(dtype=bool)
     gold = gold_pages(queries)
     per_query, scores, shape = {}, {}, {}

@@ -14,6 +14,11 @@ from ..datasets import FASTAPI_CORPUS
 
 #: What ``--model`` means when it is not given (``ragcal.embedding.DEFAULT_MODEL``, named without importing numpy).
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: Help of every ``--model`` option (what :func:`ragcal.embedding.load_embedder` reads).
+MODEL_HELP = (
+    "embedding model: a sentence-transformers name or folder (default: the packaged MiniLM), or "
+    "wordllama:NAME[:DIM], e.g. wordllama:l2_supercat_256 (its first 64 or 128 dimensions: wordllama:l2_supercat_256:64)"
+)
 
 
 class LazyHelp(str):
@@ -71,7 +76,7 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--corpus", type=Path, default=FASTAPI_CORPUS, help="Markdown folder (default: the bundled FastAPI docs)"
     )
-    parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help="embedding model name or folder")
+    parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help=MODEL_HELP)
     add_chunking_options(parser)
     parser.add_argument(
         "--cache-dir",

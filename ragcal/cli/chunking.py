@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..datasets import FASTAPI_CORPUS
-from ._options import DEFAULT_MODEL_NAME, exclude_option
+from ._options import DEFAULT_MODEL_NAME, MODEL_HELP, exclude_option
 
 
 def add_parsers(commands) -> None:
@@ -31,7 +31,7 @@ def add_parsers(commands) -> None:
     sweep_chunks.add_argument(
         "--baseline", default="headings-256", help="variant to compare against (default headings-256)"
     )
-    sweep_chunks.add_argument("--model", default=DEFAULT_MODEL_NAME, help="embedding model name or folder")
+    sweep_chunks.add_argument("--model", default=DEFAULT_MODEL_NAME, help=MODEL_HELP)
     sweep_chunks.add_argument("--exclude", action="append", default=None, metavar="PATH", help="leave a page out")
     sweep_chunks.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
     sweep_chunks.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples (default 2000)")
@@ -42,7 +42,7 @@ def run_sweep_chunking(args) -> None:
     from .._io import atomic_write_text
     from ..chunk_sweep import chunking_verdict, format_sweep, parse_variants, sweep_chunking
     from ..corpus import load_corpus
-    from ..embedding import Embedder
+    from ..embedding import load_embedder
     from ..queries import load_queries
 
     variants = parse_variants(args.max_tokens, args.windows)
@@ -54,7 +54,7 @@ def run_sweep_chunking(args) -> None:
     table = sweep_chunking(
         queries,
         corpus_dir=args.corpus,
-        embedder=Embedder(args.model, cache_dir=args.cache_dir),
+        embedder=load_embedder(args.model, cache_dir=args.cache_dir),
         variants=variants,
         baseline=args.baseline,
         exclude=exclude,

@@ -22,7 +22,7 @@ from .. import __version__
 from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
-from ..embedding import DEFAULT_MODEL, Embedder
+from ..embedding import DEFAULT_MODEL, EmbedderProtocol, check_embedder, embedder_name, load_embedder
 from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
@@ -335,7 +335,7 @@ def build_index(
     exclude=(),
     cache_dir=None,
     use_cache: bool = True,
-    embedder: Embedder | None = None,
+    embedder: EmbedderProtocol | None = None,
     access: AccessPolicy | None = None,
     allowed_levels=None,
     reranker=None,
@@ -349,6 +349,8 @@ def build_index(
     ----------
     corpus_dir : str or Path
     model : str, default=DEFAULT_MODEL
+        What :func:`ragcal.embedding.load_embedder` reads: a sentence-transformers
+        name or folder, or ``wordllama:NAME[:DIM]`` (e.g. ``"wordllama:l2_supercat_256"``).
     chunker : {"headings", "fixed"}, default="headings"
     max_tokens : int, default=256
         Limit of the heading-aware chunker.
@@ -359,9 +361,11 @@ def build_index(
         Pages to leave out, as paths relative to ``corpus_dir`` (the bundled
         corpora's non-doc pages are :attr:`ragcal.datasets.BundledCorpus.exclude`).
     cache_dir, use_cache
-        Passed to :class:`ragcal.embedding.Embedder`.
-    embedder : Embedder, default=None
-        A ready embedder; overrides ``model``, ``cache_dir`` and ``use_cache``.
+        Passed to :func:`ragcal.embedding.load_embedder`.
+    embedder : EmbedderProtocol, default=None
+        A ready embedder (anything with a name, a fingerprint and ``encode``,
+        see :class:`ragcal.embedding.EmbedderProtocol`); overrides ``model``,
+        ``cache_dir`` and ``use_cache``.
     access : AccessPolicy, default=None
         How chunks get their access level (front matter ``access_level``, an
         access map, a default); every chunk is ``"public"`` when None.
@@ -394,7 +398,10 @@ def build_index(
 
         reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
     access = access or AccessPolicy()
-    embedder = embedder or Embedder(model, cache_dir=cache_dir, use_cache=use_cache)
+    if embedder is not None:
+        check_embedder(embedder)
+    else:
+        embedder = load_embedder(model, cache_dir=cache_dir, use_cache=use_cache)
     spec = dense_index if isinstance(dense_index, DenseIndexSpec) else DenseIndexSpec(kind=dense_index)
     chunking = _chunking_options(chunker, max_tokens=max_tokens, window=window, expand_includes=expand_includes)
     exclude = list(exclude)
@@ -463,7 +470,7 @@ def build_index(
         "excluded": exclude,
         "n_chunks": facts["n_chunks"],
         "chunks_sha256": facts["chunks_sha256"],
-        "model": embedder.spec.name,
+        "model": embedder_name(embedder),
         "model_fingerprint": embedder.fingerprint,
         **chunking,
         **access.to_dict(),

@@ -67,13 +67,13 @@ def run_golden(args) -> int:
     import json
 
     from ..datasets import bundled
-    from ..embedding import Embedder
+    from ..embedding import load_embedder
     from ..queries import load_queries
     from ..retrieval.index import build_index
     from .golden import GOLDEN_IDS, compare_golden, golden_file, golden_snapshot, write_golden
 
     spec = bundled(args.corpus)
-    index = build_index(spec.corpus, exclude=spec.exclude, embedder=Embedder(cache_dir=args.cache_dir))
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=load_embedder(cache_dir=args.cache_dir))
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     snapshot = golden_snapshot(index, queries, ids=GOLDEN_IDS[spec.name])
     if args.write is not None:
@@ -89,7 +89,7 @@ def run_golden(args) -> int:
 
 def run_reproduce(args) -> None:
     from ..datasets import BUNDLED, check_data_dir
-    from ..embedding import Embedder
+    from ..embedding import load_embedder
     from ..metrics import slice_summary
     from .reproduce import reproduce
 
@@ -105,7 +105,7 @@ def run_reproduce(args) -> None:
     tables = reproduce(
         args.results,
         corpora=names,
-        embedder=Embedder(cache_dir=args.cache_dir),
+        embedder=load_embedder(cache_dir=args.cache_dir),
         n_splits=args.splits,
         reranker=args.reranker,
     )

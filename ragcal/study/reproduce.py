@@ -37,7 +37,7 @@ from .._io import atomic_write_text
 from ..calibration import fit_threshold, heldout_outcomes, published_split
 from ..chunk_sweep import DEFAULT_VARIANT, MEASURE_LABELS, format_sweep, sweep_chunking
 from ..datasets import BUNDLED, BundledCorpus, bundled
-from ..embedding import Embedder
+from ..embedding import load_embedder
 from ..formatting import interval_cell
 from ..gates import DEFAULT_LEARNED_SIGNALS
 from ..metrics import auc_table, group_stats, outcome_table, sweep
@@ -150,7 +150,7 @@ def reproduce(
     from .cross_corpus import write_cross_corpus
 
     results_dir = Path(results_dir)
-    embedder = embedder or Embedder()
+    embedder = embedder or load_embedder()
     names = list(corpora) if corpora is not None else list(BUNDLED)
     tables = {}
     for spec in [bundled(name) for name in names]:  # unknown names fail before any work
@@ -174,7 +174,7 @@ def reproduce_corpus(
 ) -> dict:
     """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
     results_dir = Path(results_dir)
-    embedder = embedder or Embedder()
+    embedder = embedder or load_embedder()
     index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     log(f"{spec.name}: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
