@@ -781,3 +781,8 @@ NEW_SIGNALS = (
     "dense_centroid_cosine",
     f"dense_page_knn{PAGE_NEIGHBOURS}",
 )
+
+
+# The query-performance predictors (issue 21) register themselves as signals too. Imported last: ragcal.qpp imports
+# this module, which is complete by now, so importing either one first gives the same registry, in the same order.
+from . import qpp as _qpp  # noqa: E402, F401

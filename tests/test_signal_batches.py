@@ -340,7 +340,7 @@ def test_stamped_and_unstamped_results_give_the_same_diagnostics_and_signals(fas
         name: [bare[name][p] if p % 2 else result for p, result in enumerate(results)]
         for name, results in retrieved.items()
     }
-    with_positions, without, half = ResultBatch(retrieved), ResultBatch(bare), ResultBatch(mixed)
+    with_positions, without = ResultBatch(retrieved), ResultBatch(bare)
     for name in ("dense", "bm25_raw", "bm25_stopwords"):
         for depth in (None, 3):
             first, second = with_positions.pages(name, depth), without.pages(name, depth)

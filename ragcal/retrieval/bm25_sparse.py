@@ -56,6 +56,12 @@ class SparseBM25:
     weights : scipy.sparse.csc_matrix of shape (n_documents, n_terms)
         :math:`w_{t,d}`; its sparsity pattern is "term occurs in document",
         explicit zeros included (a term with IDF exactly 0 still matches).
+    frequencies : ndarray of int32, aligned with ``weights.data``
+        The raw term frequency :math:`f_{t,d}` of each stored entry (same
+        CSC order), which query-performance predictors such as clarity need
+        (:mod:`ragcal.qpp`). It cannot always be recovered from the
+        contributions: a term in exactly half the documents has IDF 0 and so
+        contribution 0 whatever its frequency.
 
     Examples
     --------
@@ -106,10 +112,22 @@ class SparseBM25:
         self.weights = csc_matrix(
             (contribution[order], doc_ids[order], indptr), shape=(n_documents, len(vocabulary)), copy=False
         )
+        self.frequencies = frequencies[order].astype(np.int32)
 
     @classmethod
     def from_arrays(
-        cls, *, vocabulary, idf, weights, doc_len, k1: float, b: float, epsilon: float, avgdl: float, average_idf: float
+        cls,
+        *,
+        vocabulary,
+        idf,
+        weights,
+        frequencies,
+        doc_len,
+        k1: float,
+        b: float,
+        epsilon: float,
+        avgdl: float,
+        average_idf: float,
     ) -> "SparseBM25":
         """Rebuild a scorer from the arrays it keeps (as saved by :mod:`ragcal.retrieval.store`), without re-tokenising.
 
@@ -122,6 +140,8 @@ class SparseBM25:
         weights : tuple of (data, indices, indptr)
             The CSC arrays of :attr:`weights`; they are used as given (not
             copied), so memory-mapped arrays stay memory-mapped.
+        frequencies : array of int32
+            :attr:`frequencies`, aligned with ``weights``'s data (used as given too).
         doc_len : array of int64
         k1, b, epsilon, avgdl, average_idf : float
         """
@@ -142,6 +162,9 @@ class SparseBM25:
         if len(indptr) != len(terms) + 1:
             raise ValueError(f"indptr of length {len(indptr)} for {len(terms)} terms")
         scorer.weights = csc_matrix((data, indices, indptr), shape=(scorer.corpus_size, len(terms)), copy=False)
+        if len(frequencies) != len(data):
+            raise ValueError(f"{len(frequencies)} term frequencies for {len(data)} stored weights")
+        scorer.frequencies = frequencies
         return scorer
 
     def _idf(self, words, document_frequency) -> dict:

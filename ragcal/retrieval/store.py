@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 #: Version of the saved layout; a change here makes every older entry unreachable.
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3  # 3: each BM25 scorer's raw term frequencies (for clarity, ragcal.qpp)
 _MANIFEST = "manifest.json"
 _FOLDER = "indexes"
 #: Modules whose code decides what a saved index holds (pages, chunks, tokens, BM25 weights, access levels).
@@ -231,6 +231,7 @@ def _bm25_arrays(retriever) -> tuple[dict, dict]:
         "data": sparse.weights.data,
         "indices": sparse.weights.indices,
         "indptr": sparse.weights.indptr,
+        "frequencies": sparse.frequencies,
         "doc_len": sparse.doc_len,
         "idf": np.fromiter(sparse.idf.values(), dtype=np.float64, count=len(sparse.idf)),
     }
@@ -254,12 +255,13 @@ def _load_bm25(folder: Path, state: dict, chunk_ids):
     prefix = state["name"]
     arrays = {
         name: np.load(folder / f"{prefix}.{name}.npy", mmap_mode="r", allow_pickle=False)
-        for name in ("data", "indices", "indptr", "doc_len", "idf")
+        for name in ("data", "indices", "indptr", "frequencies", "doc_len", "idf")
     }
     sparse = SparseBM25.from_arrays(
         vocabulary=state["vocabulary"],
         idf=arrays["idf"],
         weights=(arrays["data"], arrays["indices"], arrays["indptr"]),
+        frequencies=arrays["frequencies"],
         doc_len=arrays["doc_len"],
         k1=state["k1"],
         b=state["b"],

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ragcal.retrieval import BM25Retriever, DenseRetriever, RetrievalResult
-from ragcal.retrieval.diagnostics import attach_diagnostics, bm25_info, dense_info
+from ragcal.retrieval.diagnostics import BM25_KEYS, attach_diagnostics, bm25_info, dense_info
 
 TEXTS = ["apple banana apple", "banana cherry", "cherry date", "date elder"]
 IDS = [f"p{n}.md#0" for n in range(len(TEXTS))]
@@ -36,6 +36,10 @@ def test_bm25_info_of_a_query_with_no_token_is_nan_and_of_no_match_is_zero():
     info = bm25_info(retriever, "the of and", retriever.search_one("the of and"))
     assert all(math.isnan(value) for value in info.values())
     info = bm25_info(retriever, "zebra", retriever.search_one("zebra"))
+    assert info == {"max_score": 0.0, "coverage_top": 0.0, "coverage_corpus": 0.0, "corpus_score": 0.0,
+                    "query_terms": 0.0, "clarity": 0.0}
+    # Without the QPP keys, the diagnostics before issue 21.
+    info = bm25_info(retriever, "zebra", retriever.search_one("zebra"), qpp=False)
     assert info == {"max_score": 0.0, "coverage_top": 0.0, "coverage_corpus": 0.0}
 
 
@@ -73,7 +77,7 @@ def test_attach_diagnostics_leaves_other_lists_alone():
     retrieved = {"bm25_raw": [retriever.search_one("apple")], "rrf": [fused]}
     attached = attach_diagnostics(retrieved, ["apple"], {"bm25_raw": retriever})
     assert attached["rrf"][0] is fused
-    assert set(attached["bm25_raw"][0].info) == {"max_score", "coverage_top", "coverage_corpus"}
+    assert set(attached["bm25_raw"][0].info) == set(BM25_KEYS)
     assert attached["bm25_raw"][0].chunk_ids == retrieved["bm25_raw"][0].chunk_ids
 
 
@@ -102,12 +106,14 @@ def test_bm25_diagnostics_of_a_batch_are_those_of_each_query(variant, backend):
     retriever = BM25Retriever(IDS, [*TEXTS[:3], "date elder the"], variant=variant, backend=backend)
     results = retriever.search(BATCH, k=3)
     columns = bm25_diagnostics(retriever, BATCH, results, depth=2)
-    assert set(columns) == {"max_score", "coverage_top", "coverage_corpus"}
+    assert list(columns) == list(BM25_KEYS)
     for position, (query, result) in enumerate(zip(BATCH, results)):
         alone = bm25_info(retriever, query, result, depth=2)
         assert same_info({key: float(values[position]) for key, values in columns.items()}, alone)
     assert all(math.isnan(values[3]) for values in columns.values())  # no token
-    assert [float(values[2]) for values in columns.values()] == [0.0, 0.0, 0.0]  # nothing in the corpus
+    nothing = {key: float(values[2]) for key, values in columns.items()}  # nothing in the corpus
+    assert math.isnan(nothing.pop("clarity")) if variant == "raw" else nothing.pop("clarity") == 0.0
+    assert list(nothing.values()) == [0.0] * 5
     # The scorer's own numbers: the rank_bm25 reference backend gives the same as the sparse one.
     other = BM25Retriever(IDS, [*TEXTS[:3], "date elder the"], variant=variant,
                           backend="sparse" if backend == "rank_bm25" else "rank_bm25")
