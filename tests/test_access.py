@@ -17,7 +17,9 @@ from ragcal.embedding import ModelSpec
 from ragcal.gates import FallbackChain, FloorGapGate, LearnedGate, Stage, ThresholdGate, ask, load_gate, save_gate
 from ragcal.gates.learned import LinearScore
 from ragcal.gates.refusal import CorpusDescription
+from ragcal.qpp import QPP_SIGNALS
 from ragcal.retrieval import BM25Retriever
+from ragcal.retrieval.diagnostics import BM25_KEYS, DENSE_KEYS
 from ragcal.retrieval.fusion import reciprocal_rank_fusion
 from ragcal.retrieval.index import build_index
 from ragcal.runs import format_trec_run
@@ -199,8 +201,17 @@ def test_no_disallowed_chunk_reaches_any_output(pages, allowed, queries, front_m
         for path in visible_pages:
             (alone / path).write_text((root / path).read_text())
         clean = build_index(alone, embedder=HashEmbedder(), reranker=reranker, exclude=())
-        expected = score_table(frame, clean.retrieve(texts))
+        clean_retrieved = clean.retrieve(texts)
+        expected = score_table(frame, clean_retrieved)
+        assert set(QPP_SIGNALS) <= set(table.columns)  # the query-performance predictors are compared too
         pd.testing.assert_frame_equal(table, expected, check_exact=False, rtol=1e-9, atol=1e-12)
+        # So is every diagnostic the signals read (corpus score, clarity, perturbation stability, ...), key by key.
+        for name, keys in (("dense", DENSE_KEYS), ("bm25_raw", BM25_KEYS), ("bm25_stopwords", BM25_KEYS)):
+            for ours, theirs in zip(retrieved[name], clean_retrieved[name]):
+                assert list(ours.info) == list(theirs.info) == list(keys)
+                np.testing.assert_allclose(
+                    list(ours.info.values()), list(theirs.info.values()), rtol=1e-9, atol=1e-12, err_msg=name
+                )
 
 
 def test_dense_search_returns_k_allowed_chunks_under_a_restrictive_filter(tmp_path):

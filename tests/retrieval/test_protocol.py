@@ -73,10 +73,14 @@ def test_ragcal_retrievers_bring_their_diagnostics_through_retrieve_with():
     engine = FixedEngine("dense", ["doc2.md#0", "doc0.md#0"], [0.8, 0.5])
     raw, stop = BM25Retriever(IDS, TEXTS), BM25Retriever(IDS, TEXTS, variant="stopwords")
     retrieved = retrieve_with({"dense": engine, "bm25_raw": raw, "bm25_stopwords": stop}, ["cookie response zebra"])
-    assert set(retrieved["bm25_raw"][0].info) == {"max_score", "coverage_top", "coverage_corpus"}
+    from ragcal.retrieval.diagnostics import BM25_KEYS
+
+    assert list(retrieved["bm25_raw"][0].info) == list(BM25_KEYS)
     assert retrieved["dense"][0].info == {}
     values = compute_signals({name: lists[0] for name, lists in retrieved.items()})
     assert 0 < values["bm25_coverage_corpus"] < 1  # "zebra" is not in the corpus
     assert np.isnan(values["dense_centroid_cosine"])  # the engine brings no chunk vectors
+    assert np.isnan(values["dense_nqc"]) and np.isnan(values["dense_perturbation_jaccard"])  # nor a corpus score
+    assert values["bm25_clarity_stopwords"] > 0 and values["dense_sigma100"] == np.std([0.8, 0.5])
     bare = retrieve_with({"bm25_raw": raw}, ["cookie"], diagnostics=False)
     assert bare["bm25_raw"][0].info == {}
