@@ -770,9 +770,11 @@ class WordLlamaEmbedder:
     any work, and read, checked again and loaded on the first :meth:`encode`
     (the bytes loaded are the bytes checked).
 
-    No embedding cache: WordLlama encodes thousands of chunks and over ten
-    thousand short questions a second on one core, faster than the SQLite
-    embedding cache reads them back, so vectors are always computed and
+    No embedding cache: WordLlama embeds the 2,282 chunks of the bundled
+    FastAPI docs in about 0.9 s and short questions at over 10,000 a second,
+    and a warm ``build_index`` loads the chunk vectors with the saved index
+    anyway (0.1 s). Caching its vectors in SQLite would save under a second
+    and write every text to disk, so vectors are always computed and
     :attr:`stats` counts every text as encoded. ``use_cache`` and
     ``cache_dir`` still let ``build_index`` save the whole index (chunks,
     faiss and BM25) keyed by :attr:`cache_key`.
@@ -879,7 +881,7 @@ class WordLlamaEmbedder:
         texts : sequence of str
         show_progress_bar : bool or None, default=None
             Accepted for :class:`EmbedderProtocol`; no bar is shown (the whole
-            bundled FastAPI corpus takes about a second).
+            bundled FastAPI corpus takes under a second).
 
         Returns
         -------
