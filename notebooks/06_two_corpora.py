@@ -16,7 +16,8 @@
 #
 # Every number so far came from one corpus, the FastAPI docs. This notebook puts the per-corpus results of
 # `make reproduce` side by side for FastAPI and the Rust book: how well each signal separates answerable from
-# unanswerable questions, and how retrieval and the signals move when the chunking changes.
+# unanswerable questions, and how retrieval and the signals move when the chunking changes. The last part changes
+# the embedding model instead of the corpus: MiniLM against WordLlama on the same questions.
 
 # %% tags=["parameters"]
 results_dir = None  # one folder per corpus, written by `make reproduce`; None: the project's results/
@@ -84,3 +85,73 @@ chunking.pivot_table(
 # %%
 chunking_sweep.plot()
 save_figure(chunking_sweep.figure_, f"{figures_dir}/chunking_two_corpora");
+
+# %% [markdown]
+# ## Two embedding models
+#
+# Every number above belongs to one model, MiniLM-L6-v2. `make reproduce` also scores both corpora with a second
+# model that runs offline, WordLlama's static 256-dimensional embeddings, on the same chunks and questions
+# (`results/cross_model.md` has the whole comparison with its intervals). First, does the model change which signals
+# separate answerable from unanswerable questions? The difference is WordLlama minus MiniLM, paired on the same
+# questions, with its 95% bootstrap interval; BM25-only signals do not depend on the model and are left out.
+
+# %%
+import matplotlib.pyplot as plt
+
+from ragcal.plotting import ScoreDistributionDisplay, figure_style
+from ragcal.score_tables import read_score_table
+
+cross_auc = pd.read_csv(f"{results_dir}/cross_model_auc.csv")
+cross_thresholds = pd.read_csv(f"{results_dir}/cross_model_thresholds.csv")
+cross_transfer = pd.read_csv(f"{results_dir}/cross_model_transfer.csv")
+models = [column.removesuffix("_auc") for column in cross_auc.columns if column.endswith("_auc")]
+overall = cross_auc[cross_auc["comparison"] == "all unanswerable"]
+columns = [f"{model}_auc" for model in models] + ["difference", "difference_low", "difference_high"]
+overall.set_index(["corpus", "signal"])[columns].round(3)
+
+# %% [markdown]
+# Seed 003's warning is that another model's cosines sit on another scale, so a threshold must be recalibrated when
+# the model changes. Each model's `dense_top1` threshold per rule, fitted on the whole labeled set:
+
+# %%
+cross_thresholds.pivot_table(index=["corpus", "rule"], columns="model", values="threshold", sort=False)[models].round(3)
+
+# %% [markdown]
+# The two score distributions side by side, one row per corpus. Each panel marks that model's own `keep@0.95`
+# threshold; the WordLlama panel also marks the MiniLM threshold, which is what copying it without recalibrating
+# would use.
+
+# %%
+rule = "keep@0.95"
+with figure_style():
+    figure, axes = plt.subplots(
+        len(corpora), len(models), figsize=(11, 3.0 * len(corpora)), layout="constrained", squeeze=False
+    )
+for row, corpus in enumerate(corpora):
+    fitted = cross_thresholds[(cross_thresholds["corpus"] == corpus) & (cross_thresholds["rule"] == rule)]
+    fitted = fitted.set_index("model")["threshold"]
+    paths = {
+        models[0]: f"{results_dir}/{corpus}/scores.csv",
+        models[1]: f"{results_dir}/{corpus}/scores_{models[1].lower()}.csv",
+    }
+    for column, model in enumerate(models):
+        marks = {f"{model} {rule}": fitted[model]}
+        if model != models[0]:
+            marks[f"{models[0]} {rule} (copied)"] = fitted[models[0]]
+        table = read_score_table(paths[model])
+        display = ScoreDistributionDisplay.from_score_table(table, "dense_top1", thresholds=marks)
+        display.plot(ax=axes[row, column], kind="strip", legend=False)
+        axes[row, column].set_title(f"{corpus} · {model}", fontsize=10)
+        axes[row, column].legend(handles=list(display.threshold_lines_.values()), loc="lower right", fontsize=7)
+save_figure(figure, f"{figures_dir}/score_distributions_two_models");
+
+# %% [markdown]
+# What copying costs, held out: over repeated half splits of every slice, a threshold fitted on one model's
+# calibration half, applied to the other model's evaluation half, against that model's own threshold fitted on the
+# same half. Medians over splits with their 5th and 95th percentiles; the difference is copied minus own, paired by
+# split.
+
+# %%
+cross_transfer[cross_transfer["rule"] == rule].set_index(["corpus", "applied_to", "outcome"])[
+    ["own_threshold", "copied_threshold", "own", "copied", "difference", "difference_p5", "difference_p95"]
+].round(3)

@@ -21,6 +21,11 @@ def add_parsers(commands) -> None:
     )
     golden.add_argument("--corpus", default="fastapi", help="bundled corpus: fastapi (default) or rust-book")
     golden.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
+    golden.add_argument(
+        "--model",
+        default=None,
+        help="embedding model (default MiniLM; wordllama:l2_supercat_256 checks tests/golden/<corpus>_wordllama.json)",
+    )
     golden.set_defaults(run=run_golden)
 
     reproduce = commands.add_parser("reproduce", help="the main job: rebuild results/ for the bundled data")
@@ -60,6 +65,12 @@ def add_parsers(commands) -> None:
         metavar="PATH_OR_NAME",
         help="cross-encoder for the 'Reranker signals' section (default: a tiny random one, a plumbing check)",
     )
+    reproduce.add_argument(
+        "--second-model",
+        default=None,
+        metavar="MODEL",
+        help="the model results/cross_model.md compares with MiniLM (default wordllama:l2_supercat_256; none: skip)",
+    )
     reproduce.set_defaults(run=run_reproduce)
 
 
@@ -67,20 +78,21 @@ def run_golden(args) -> int:
     import json
 
     from ..datasets import bundled
-    from ..embedding import load_embedder
+    from ..embedding import DEFAULT_MODEL, load_embedder
     from ..queries import load_queries
     from ..retrieval.index import build_index
     from .golden import GOLDEN_IDS, compare_golden, golden_file, golden_snapshot, write_golden
 
     spec = bundled(args.corpus)
-    index = build_index(spec.corpus, exclude=spec.exclude, embedder=load_embedder(cache_dir=args.cache_dir))
+    model = args.model or DEFAULT_MODEL
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=load_embedder(model, cache_dir=args.cache_dir))
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     snapshot = golden_snapshot(index, queries, ids=GOLDEN_IDS[spec.name])
     if args.write is not None:
         write_golden(args.write, snapshot)
         print(f"wrote {args.write}; review its diff and commit it with the regenerated results/")
         return 0
-    problems = compare_golden(snapshot, json.loads(golden_file(spec.name).read_text()))
+    problems = compare_golden(snapshot, json.loads(golden_file(spec.name, model).read_text()))
     for problem in problems:
         print(f"golden: {problem}", file=sys.stderr)
     print(f"{spec.title}: golden set holds" if not problems else f"golden set broken: {len(problems)} problem(s)")
@@ -91,9 +103,13 @@ def run_reproduce(args) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
     from ..metrics import slice_summary
-    from .reproduce import reproduce
+    from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
+    second = args.second_model or SECOND_MODEL
+    second = None if second.lower() == "none" else second
+    if second is not None:  # a bad model name fails before any work
+        load_embedder(second, cache_dir=args.cache_dir)
     if args.reranker is not None:  # a bad reranker fails before any work
         from ..retrieval.rerank import CrossEncoderReranker
 
@@ -108,6 +124,7 @@ def run_reproduce(args) -> None:
         embedder=load_embedder(cache_dir=args.cache_dir),
         n_splits=args.splits,
         reranker=args.reranker,
+        second_model=second,
     )
     for name, corpus_tables in tables.items():
         print(f"\n{BUNDLED[name].title}:", end="")

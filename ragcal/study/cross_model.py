@@ -47,6 +47,7 @@ from ..signals import SIGNALS
 
 __all__ = [
     "TRANSFER_SIGNAL",
+    "model_label",
     "model_dependent_signals",
     "auc_by_model",
     "aurc_by_model",
@@ -60,6 +61,18 @@ __all__ = [
 #: The signal whose thresholds are compared across models.
 TRANSFER_SIGNAL = "dense_top1"
 _MODEL_RETRIEVERS = {"dense", "rrf", "rerank"}
+
+
+def model_label(embedder) -> str:
+    """A short column label for an embedder: ``MiniLM`` and ``WordLlama`` for the two bundled models, else its name."""
+    from ..embedding import DEFAULT_MODEL, WORDLLAMA_PREFIX, embedder_name
+
+    name = embedder_name(embedder)
+    if name == DEFAULT_MODEL:
+        return "MiniLM"
+    if name.startswith(WORDLLAMA_PREFIX):
+        return "WordLlama"
+    return name
 
 
 def model_dependent_signals(table: pd.DataFrame) -> list[str]:
@@ -319,30 +332,37 @@ def summarize_copy(copies: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def encoding_times(embedders: dict, texts, *, repeats: int = 3) -> pd.DataFrame:
-    """Seconds per text to embed ``texts`` without any cache, per model: the best of ``repeats`` runs.
+def encoding_times(embedders: dict, texts: dict, *, repeats: int = 3) -> pd.DataFrame:
+    """Milliseconds per text to embed each set of ``texts`` without any cache, per model: the best of ``repeats``.
 
     Each embedder is asked with its cache switched off (``use_cache=False``),
     so this is the model's own cost on this machine, model loading excluded
     (one text is embedded first).
+
+    Parameters
+    ----------
+    embedders : dict of str to embedder
+    texts : dict of str to sequence of str
+        What is timed, by name (e.g. ``{"questions": [...], "chunks": [...]}``).
     """
-    texts = [str(text) for text in texts]
     rows = []
     for label, embedder in embedders.items():
         used = getattr(embedder, "use_cache", None)
         try:
             if used is not None:
                 embedder.use_cache = False
-            embedder.encode(texts[:1])
-            best = math.inf
-            for _ in range(repeats):
-                start = time.perf_counter()
-                embedder.encode(texts)
-                best = min(best, time.perf_counter() - start)
+            for what, values in texts.items():
+                values = [str(value) for value in values]
+                embedder.encode(values[:1])
+                best = math.inf
+                for _ in range(repeats):
+                    start = time.perf_counter()
+                    embedder.encode(values)
+                    best = min(best, time.perf_counter() - start)
+                rows.append({"model": label, "texts": what, "n": len(values), "ms_per_text": best / len(values) * 1000})
         finally:
             if used is not None:
                 embedder.use_cache = used
-        rows.append({"model": label, "texts": len(texts), "seconds": best, "per_text_ms": best / len(texts) * 1000})
     return pd.DataFrame(rows)
 
 
@@ -455,7 +475,9 @@ def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd
             "Embedding without any cache, model loading excluded, best of 3 runs. These numbers vary with the "
             "machine and its load; everything else in this file is reproducible.",
             "",
-            timings.to_markdown(index=False, floatfmt=".3f"),
+            timings.pivot(index=["texts", "n"], columns="model", values="ms_per_text")[list(labels)]
+            .rename(columns=lambda model: f"{model} (ms per text)")
+            .to_markdown(floatfmt=".2f"),
             "",
         ]
     return "\n".join(lines)
@@ -548,7 +570,7 @@ def write_cross_model(
     specs : sequence of BundledCorpus
     embedders : dict of str to embedder
         Two models by label, the first the one ``results/`` was made with.
-    timing_texts : sequence of str, default=None
+    timing_texts : dict of str to sequence of str, default=None
         Texts for :func:`encoding_times`; no timing section when None.
     """
     from pathlib import Path

@@ -9,9 +9,10 @@ re-baseline on purpose::
 
     ragcal golden --write tests/golden/fastapi_minilm.json
     ragcal golden --corpus rust-book --write tests/golden/rust-book_minilm.json
+    ragcal golden --model wordllama:l2_supercat_256 --write tests/golden/fastapi_wordllama.json
 
 (then review the diff of that file, re-run ``make reproduce`` and commit both).
-Each bundled corpus has its own golden file, because each has its own scale.
+Each bundled corpus and each model has its own golden file, because each has its own scale.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "GOLDEN_DIR",
     "GOLDEN_FILE",
     "GOLDEN_IDS",
+    "model_slug",
     "golden_file",
     "golden_snapshot",
     "compare_golden",
@@ -58,9 +60,23 @@ GOLDEN_IDS = {
 }
 
 
-def golden_file(corpus: str = "fastapi") -> Path:
-    """``tests/golden/<corpus>_minilm.json``."""
-    return GOLDEN_DIR / f"{corpus}_minilm.json"
+def model_slug(model: str) -> str:
+    """The model part of a golden file name: ``minilm``, ``wordllama`` (``wordllama-64`` truncated), else the name."""
+    from ..embedding import DEFAULT_MODEL, WORDLLAMA_PREFIX
+
+    if model == DEFAULT_MODEL:
+        return "minilm"
+    if model.startswith(WORDLLAMA_PREFIX):
+        parts = model[len(WORDLLAMA_PREFIX) :].split(":")
+        return "wordllama" + (f"-{parts[1]}" if len(parts) > 1 else "")
+    return "".join(character if character.isalnum() else "-" for character in model).strip("-").lower()
+
+
+def golden_file(corpus: str = "fastapi", model: str | None = None) -> Path:
+    """``tests/golden/<corpus>_<model slug>.json``: ``<corpus>_minilm.json`` for the default model."""
+    from ..embedding import DEFAULT_MODEL
+
+    return GOLDEN_DIR / f"{corpus}_{model_slug(model or DEFAULT_MODEL)}.json"
 
 
 GOLDEN_FILE = golden_file("fastapi")

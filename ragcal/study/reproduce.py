@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_text
@@ -63,10 +64,16 @@ from .report import (
     rule_of_thumb_section,
     sweep_section,
 )
+from .qpp import evaluate_qpp, qpp_section
 from .rerank import rerank_aucs, rerank_section
 from .selective import evaluate_selective, selective_section, support_inputs
 
-__all__ = ["reproduce", "reproduce_corpus", "chunking_paragraph"]
+__all__ = ["SECOND_MODEL", "reproduce", "reproduce_corpus", "chunking_paragraph"]
+
+#: The second embedding model of ``results/cross_model.md``: WordLlama's static embeddings, shipped in its wheel.
+SECOND_MODEL = "wordllama:l2_supercat_256"
+#: Chunks of the first corpus that the timing in ``results/cross_model.md`` embeds (a seeded sample).
+TIMING_CHUNKS = 100
 
 
 def _project_relative(path) -> str:
@@ -127,7 +134,14 @@ def _format_retrieval(table: pd.DataFrame) -> str:
 
 
 def reproduce(
-    results_dir="results", *, corpora=None, embedder=None, n_splits: int = 1000, reranker=None, log=print
+    results_dir="results",
+    *,
+    corpora=None,
+    embedder=None,
+    n_splits: int = 1000,
+    reranker=None,
+    second_model: str | None = SECOND_MODEL,
+    log=print,
 ) -> dict:
     """Run the whole experiment for every bundled corpus, then compare them.
 
@@ -141,6 +155,11 @@ def reproduce(
     reranker : str, default=None
         Cross-encoder for the "Reranker signals" section; None uses the tiny
         random one (see :mod:`ragcal.study.rerank`).
+    second_model : str or None, default=SECOND_MODEL
+        The model (:func:`ragcal.embedding.load_embedder`) that
+        ``results/cross_model.md`` compares with ``embedder`` on every corpus
+        (:mod:`ragcal.study.cross_model`), when there are two corpora or more;
+        None skips the comparison.
 
     Returns
     -------
@@ -148,6 +167,7 @@ def reproduce(
         The tables of :func:`reproduce_corpus` per corpus name.
     """
     from .cross_corpus import write_cross_corpus
+    from .cross_model import model_label, write_cross_model
 
     results_dir = Path(results_dir)
     embedder = embedder or load_embedder()
@@ -159,6 +179,23 @@ def reproduce(
         )
     if len(tables) > 1:
         write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
+    if second_model is not None and len(tables) > 1:  # like cross_corpus.md: written for every corpus at once
+        other = load_embedder(second_model, cache_dir=getattr(embedder, "cache_dir", None))
+        specs = [tables[name]["spec"] for name in names]
+        first = tables[names[0]]
+        timing = {
+            "questions": list(first["queries"]["query"]),
+            "chunks": [chunk.text for chunk in first["chunks_sample"]],
+        }
+        write_cross_model(
+            specs,
+            {model_label(embedder): embedder, model_label(other): other},
+            results_dir,
+            rules=HELDOUT_RULES,
+            n_splits=n_splits,
+            timing_texts=timing,
+            log=log,
+        )
     return tables
 
 
@@ -198,6 +235,7 @@ def reproduce_corpus(
     log(f"wrote {results_dir / 'chunking.csv'}")
 
     calibration = calibrate(table, results_dir, n_splits=n_splits, log=log)
+    qpp = evaluate_qpp(table, runs, queries, results_dir, log=log)
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
     )
@@ -251,6 +289,7 @@ def reproduce_corpus(
         group_stats_section(calibration["group_stats"], published=published),
         empty_section(calibration["group_stats"], published=published),
         auc_section(calibration["auc"], published=published),
+        qpp_section(qpp, calibration["auc"]),
         sweep_section(calibration["published_sweep"], published=published),
         heldout_section(
             calibration["published_split"],
@@ -331,6 +370,10 @@ def reproduce_corpus(
         **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
         "learned": learned,
         "selective": selective,
+        "qpp": qpp,
+        "chunks_sample": [
+            index.chunks[i] for i in np.random.default_rng(0).choice(len(index.chunks), TIMING_CHUNKS, replace=False)
+        ],
     }
 
 

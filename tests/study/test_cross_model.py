@@ -133,7 +133,7 @@ def test_report_renders_every_part():
         "n_questions": 40,
         "n_splits": 5,
     }
-    timings = pd.DataFrame({"model": ["A", "B"], "texts": [3, 3], "seconds": [1.0, 0.01], "per_text_ms": [333.3, 3.3]})
+    timings = pd.DataFrame({"model": ["A", "B"], "texts": ["questions"] * 2, "n": [3, 3], "ms_per_text": [333.3, 3.3]})
     text = cross_model_report(
         {"Toy docs": corpus}, labels=["A", "B"], fingerprints={"A": "a@1", "B": "b@2"}, timings=timings
     )
@@ -148,3 +148,62 @@ def test_report_renders_every_part():
         "`a@1`",
     ):
         assert part in text
+
+
+def test_encoding_times_switch_the_cache_off_and_back():
+    from ragcal.study.cross_model import encoding_times
+
+    class Counting:
+        use_cache = True
+
+        def __init__(self):
+            self.seen = []
+
+        def encode(self, texts, show_progress_bar=None):
+            self.seen.append((self.use_cache, len(texts)))
+            return np.zeros((len(texts), 2), dtype=np.float32)
+
+    embedder = Counting()
+    times = encoding_times({"toy": embedder}, {"questions": ["a", "b", "c"]}, repeats=2)
+    assert embedder.use_cache is True and embedder.seen == [(False, 1), (False, 3), (False, 3)]
+    assert times.columns.tolist() == ["model", "texts", "n", "ms_per_text"] and times["n"].tolist() == [3]
+
+
+def test_write_cross_model_end_to_end_on_the_fastapi_docs(tmp_path):
+    # Two fast models (WordLlama at 256 and at 64 dimensions) through the whole study, with few splits and resamples.
+    from ragcal.datasets import bundled
+    from ragcal.embedding import load_embedder
+    from ragcal.study.cross_model import write_cross_model
+
+    embedders = {
+        "WL256": load_embedder("wordllama:l2_supercat_256", cache_dir=tmp_path / "cache"),
+        "WL64": load_embedder("wordllama:l2_supercat_256:64", cache_dir=tmp_path / "cache"),
+    }
+    spec = bundled("fastapi")
+    tables = write_cross_model(
+        [spec],
+        embedders,
+        tmp_path,
+        rules=RULES,
+        n_splits=3,
+        n_resamples=20,
+        timing_texts={"questions": ["a b"] * 5},
+        log=lambda *_: None,
+    )
+    for name in (
+        "cross_model.md",
+        "cross_model_auc.csv",
+        "cross_model_aurc.csv",
+        "cross_model_thresholds.csv",
+        "cross_model_transfer.csv",
+        "fastapi/scores_wl64.csv",
+    ):
+        assert (tmp_path / name).is_file(), name
+    meta = (tmp_path / "fastapi" / "scores_wl64.meta.json").read_text()
+    assert "wordllama:l2_supercat_256@64b47a2dc493/dim64" in meta
+    auc = pd.read_csv(tmp_path / "cross_model_auc.csv")
+    assert set(auc["corpus"]) == {"fastapi"} and "bm25_top1_raw" not in set(auc["signal"])
+    assert (auc["WL256_auc"].dropna() > 0.5).mean() > 0.5  # a real model: most signals better than chance
+    text = (tmp_path / "cross_model.md").read_text()
+    assert "## FastAPI" in text and "WL64 (ms per text)" in text
+    assert set(tables["fastapi"]["thresholds"]["model"]) == {"WL256", "WL64"}

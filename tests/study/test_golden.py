@@ -53,3 +53,33 @@ def test_a_moved_scale_is_caught():
     within = copy.deepcopy(pinned)
     within["dense_top1"]["a01"] += pinned["tolerance"] / 2
     assert compare_golden(within, pinned) == []
+
+
+@pytest.mark.parametrize("corpus", list(BUNDLED))
+def test_the_second_models_golden_set_holds(corpus, tmp_path):
+    # WordLlama embeds a whole bundled corpus in about a second, so its golden set is checked from scratch.
+    from ragcal.embedding import load_embedder
+    from ragcal.retrieval.index import build_index
+    from ragcal.study.reproduce import SECOND_MODEL
+
+    spec = BUNDLED[corpus]
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=load_embedder(SECOND_MODEL, use_cache=False))
+    queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
+    pinned = json.loads(golden_file(corpus, SECOND_MODEL).read_text())
+    assert golden_file(corpus, SECOND_MODEL).name == f"{corpus}_wordllama.json"
+    current = golden_snapshot(index, queries, ids=GOLDEN_IDS[corpus])
+    assert (
+        current["model_fingerprint"]
+        == pinned["model_fingerprint"]
+        != json.loads(golden_file(corpus).read_text())["model_fingerprint"]
+    )
+    assert not compare_golden(current, pinned)
+
+
+def test_model_slugs():
+    from ragcal.study.golden import model_slug
+
+    assert model_slug("sentence-transformers/all-MiniLM-L6-v2") == "minilm"
+    assert model_slug("wordllama:l2_supercat_256") == "wordllama"
+    assert model_slug("wordllama:l2_supercat_256:64") == "wordllama-64"
+    assert model_slug("/models/My Model") == "models-my-model"
