@@ -472,11 +472,14 @@ def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd
         lines += [
             "## Cost in time (this run, this machine)",
             "",
-            "Embedding without any cache, model loading excluded, best of 3 runs. These numbers vary with the "
-            "machine and its load; everything else in this file is reproducible.",
+            "Embedding without any cache, model loading excluded, best of 3 runs; the ratio is the first model's "
+            "time over the second's. These numbers vary with the machine and its load; everything else in this "
+            "file is reproducible.",
             "",
-            timings.pivot(index=["texts", "n"], columns="model", values="ms_per_text")[list(labels)]
+            timings.assign(texts=[f"{n} {what}" for what, n in zip(timings["texts"], timings["n"])])
+            .pivot(index="texts", columns="model", values="ms_per_text")[list(labels)]
             .rename(columns=lambda model: f"{model} (ms per text)")
+            .assign(**{"ratio": lambda frame: frame.iloc[:, 0] / frame.iloc[:, 1]})
             .to_markdown(floatfmt=".2f"),
             "",
         ]

@@ -87,6 +87,8 @@ def qpp_section(qpp: pd.DataFrame, aucs: pd.DataFrame) -> str:
     both = merged.loc[predicts & separates, "signal"].tolist()
     only_qpp = merged.loc[predicts & ~separates, "signal"].tolist()
     only_auc = merged.loc[~predicts & separates, "signal"].tolist()
+    neither = merged.loc[~predicts & ~separates & merged["kendall_tau"].notna(), "signal"].tolist()
+    reversed_ = merged.loc[merged["ci_high"] < 0.5, "signal"].tolist()
 
     def names(values):
         return ", ".join(f"`{value}`" for value in values) if values else "none"
@@ -111,7 +113,13 @@ def qpp_section(qpp: pd.DataFrame, aucs: pd.DataFrame) -> str:
             f"Both jobs (the τ interval above 0 and the AUC interval above 0.5): {names(both)}. Predicts retrieval "
             f"quality, but its AUC interval reaches 0.5: {names(only_qpp)}. Separates answerable from unanswerable, "
             f"but its τ interval reaches 0 (no evidence that it ranks answerable questions by quality): "
-            f"{names(only_auc)}.",
+            f"{names(only_auc)}. Neither: {names(neither)}."
+            + (
+                f" The AUC interval of {names(reversed_)} lies below 0.5: on this set they rank unanswerable "
+                "questions above answerable ones, against the direction their papers give."
+                if reversed_
+                else ""
+            ),
             "",
         ]
     )

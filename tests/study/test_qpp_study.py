@@ -59,3 +59,4 @@ def test_qpp_csv_and_section(tmp_path):
     text = qpp_section(qpp, aucs)
     assert "## Signals as query performance predictors" in text
     assert "| dense_top1 " in text and "dense mrr@10" in text and "n/a" in text
+    assert "Neither:" in text
