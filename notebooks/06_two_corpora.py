@@ -138,7 +138,7 @@ for row, corpus in enumerate(corpora):
         marks = {f"{model} {rule}": fitted[model]}
         if model != models[0]:
             marks[f"{models[0]} {rule} (copied)"] = fitted[models[0]]
-        table = read_score_table(paths[model])
+        table = read_score_table(paths[model], ["dense_top1"])
         display = ScoreDistributionDisplay.from_score_table(table, "dense_top1", thresholds=marks)
         display.plot(ax=axes[row, column], kind="strip", legend=False)
         axes[row, column].set_title(f"{corpus} · {model}", fontsize=10)
