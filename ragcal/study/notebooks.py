@@ -255,12 +255,15 @@ def notebook_queries(index, *, queries_path=None, corpus_dir=None):
 def reproduce_figures_in_fresh_process(corpus_names, *, figures_dir=None, results_dir=None, output_dir=None) -> None:
     """:func:`reproduce_figures` in a new Python process, as ``make reproduce`` runs it after the results.
 
-    Kernels started from the process that has just computed ``results/``
-    (torch, faiss and OpenMP threads loaded, thousands of fits behind it)
-    were seen to hang twice: kernel and client both idle, waiting on each
-    other, in the first notebook. The same notebooks started from a new
-    process run through. So the figures get a process of their own; a failing
-    notebook fails the run with the notebook's error on stderr.
+    The figures step starts from a clean interpreter rather than from the one
+    that has just computed ``results/``, and can be run on its own the same
+    way (``python -m ragcal.study.notebooks [CORPUS ...]``). A failing notebook
+    fails the run with the notebook's error on stderr.
+
+    (Notebook runs that hung with kernel and client both idle, waiting on each
+    other, first looked like a property of that long-lived parent. They were
+    ipykernel 7 dropping a shell request, ipython/ipykernel#1554, and they
+    happened from pytest too; ragcal pins ``ipykernel<7``.)
     """
     import subprocess
     import sys

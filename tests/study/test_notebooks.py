@@ -19,8 +19,8 @@ CASES = {
     # Reads the per-corpus results that make reproduce committed.
     "06_two_corpora": (
         {"results_dir": str(NOTEBOOKS_DIR.parent / "results")},
-        ["auc_two_corpora", "chunking_two_corpora"],
-        2,
+        ["auc_two_corpora", "chunking_two_corpora", "score_distributions_two_models"],
+        3,
     ),
     "07_new_signals": ({"n_splits": 20, "n_resamples": 300}, ["learned_roc", "learned_coefficients"], 2),
     # Reads the per-corpus results too, and fits a certified gate on the bundled FastAPI docs.
