@@ -200,7 +200,7 @@ def test_clarity_counts_repeated_query_terms_and_reads_the_top_chunks_only():
     result = retriever.search_one("cherry")
     terms = _TERMS[retriever][2]
     column = terms.columns["cherry"]
-    one = _clarity(retriever, terms, [result], [True], np.array([0]), np.array([column]), np.array([1.0]), depth=1)
+    one = _clarity(retriever, terms, [result], np.array([0]), np.array([column]), np.array([1.0]), depth=1)
     top = result.chunk_ids[0]
     words = {"b.md#0": {"apple": 2 / 3, "cherry": 1 / 3}, "c.md#0": {"cherry": 1 / 3, "date": 1 / 3, "elder": 1 / 3}}
     background = {"apple": 3 / 8, "cherry": 2 / 8, "date": 1 / 8, "elder": 1 / 8}

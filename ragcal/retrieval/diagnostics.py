@@ -217,7 +217,7 @@ class _Terms:
     per column (NaN for a column of no occurring term). ``indptr`` and
     ``indices`` are the chunk-by-term pattern in CSR layout: the columns of
     the terms of chunk ``i`` are ``indices[indptr[i]:indptr[i + 1]]``.
-    ``positions`` maps a chunk id to its position. ``frequencies`` holds the
+    ``frequencies`` holds the
     raw term frequency of each entry of ``indices``; ``doc_len`` the length
     of each chunk as the scorer counts it (an empty chunk is one padding
     token) and ``collection_frequency`` the sum of a column's frequencies.
@@ -228,7 +228,6 @@ class _Terms:
     idf: np.ndarray
     indptr: np.ndarray
     indices: np.ndarray
-    positions: dict
     frequencies: np.ndarray
     doc_len: np.ndarray
     collection_frequency: np.ndarray
@@ -294,7 +293,6 @@ def _build_terms(retriever: BM25Retriever) -> _Terms:
         idf=idf,
         indptr=pattern.indptr.astype(np.int64),
         indices=pattern.indices,
-        positions={chunk_id: position for position, chunk_id in enumerate(retriever.chunk_ids)},
         frequencies=pattern.data.astype(np.float64),
         doc_len=doc_len,
         collection_frequency=np.bincount(pattern.indices, weights=pattern.data, minlength=idf.size),
@@ -369,10 +367,7 @@ def bm25_diagnostics(
     weights[in_corpus] = idf
 
     # Which of a query's terms occur in its top chunks: look (chunk, term) up among the retriever's occurrences.
-    top_positions = [
-        result.positions[:depth] if mine else _positions_of(terms, result, depth)
-        for result, mine in zip(results, own)
-    ]
+    top_positions = [_result_positions(retriever, result, depth) for result in results]
     n_top = np.fromiter(map(len, top_positions), dtype=np.intp, count=n_queries)
     top = np.full((n_queries, depth), -1, dtype=np.int64)
     top[np.arange(top.shape[1]) < n_top[:, None]] = np.concatenate([np.empty(0, dtype=np.intp), *top_positions])
@@ -411,7 +406,7 @@ def bm25_diagnostics(
     columns = [max_score, coverage_top, coverage_corpus]
     if qpp:
         if retriever.variant == "stopwords":
-            clarity = _clarity(retriever, terms, results, own, query[in_corpus], code[in_corpus], repeats[in_corpus])
+            clarity = _clarity(retriever, terms, results, query[in_corpus], code[in_corpus], repeats[in_corpus])
         else:
             clarity = np.full(n_queries, np.nan)
         columns += [sums[4], sums[5], clarity]
@@ -456,7 +451,7 @@ def _build_language_models(terms: _Terms, smoothing: float = CLARITY_LAMBDA) -> 
 
 
 def _clarity(
-    retriever, terms: _Terms, results, own, query_rows, query_columns, query_repeats, *, depth: int = CLARITY_DEPTH
+    retriever, terms: _Terms, results, query_rows, query_columns, query_repeats, *, depth: int = CLARITY_DEPTH
 ) -> np.ndarray:
     """Clarity of each query's top ``depth`` chunks, in bits (see :func:`ragcal.qpp.bm25_clarity_stopwords`).
 
@@ -470,9 +465,7 @@ def _clarity(
 
     models = _cached(_CLARITY, retriever, retriever.bm25, lambda _: _build_language_models(terms))
     n_queries = len(results)
-    tops = [
-        result.positions[:depth] if mine else _positions_of(terms, result, depth) for result, mine in zip(results, own)
-    ]
+    tops = [_result_positions(retriever, result, depth) for result in results]
     n_top = np.fromiter(map(len, tops), dtype=np.intp, count=n_queries)
     chunks = np.concatenate([np.empty(0, dtype=np.intp), *tops])
     clarity = np.zeros(n_queries)
@@ -503,11 +496,6 @@ def _clarity(
     probability = CLARITY_LAMBDA * query_model.data + (1 - CLARITY_LAMBDA) * background
     clarity = _segment_sums(probability * np.log2(probability / background), np.diff(query_model.indptr))
     return clarity
-
-
-def _positions_of(terms: _Terms, result: RetrievalResult, depth: int) -> np.ndarray:
-    """Positions of a result's top ``depth`` chunks, looked up by id (a result the retriever did not stamp)."""
-    return np.fromiter(map(terms.positions.__getitem__, result.chunk_ids[:depth]), dtype=np.intp)
 
 
 def bm25_info(
@@ -632,15 +620,20 @@ def dense_diagnostics(
     return dict(zip(keys, columns))
 
 
-_DENSE_POSITIONS: "weakref.WeakKeyDictionary[DenseRetriever, tuple]" = weakref.WeakKeyDictionary()
+_POSITIONS: "weakref.WeakKeyDictionary[object, tuple]" = weakref.WeakKeyDictionary()
 
 
-def _dense_positions(retriever: DenseRetriever, result: RetrievalResult, depth: int) -> np.ndarray:
-    """Positions of a result's top ``depth`` chunks in ``retriever``: its own stamp, else looked up by id."""
+def _result_positions(retriever, result: RetrievalResult, depth: int) -> np.ndarray:
+    """Positions of a result's top ``depth`` chunks in ``retriever``: its own stamp, else looked up by id.
+
+    A result's ``positions`` are trusted only when its ``source_ids`` are the
+    retriever's own chunk list (the very object); any other result, built by
+    hand or by another retriever, is looked up by chunk id.
+    """
     if result.positions is not None and result.source_ids is retriever.chunk_ids:
         return result.positions[:depth]
     lookup = _cached(
-        _DENSE_POSITIONS, retriever, retriever.index, lambda r: {chunk_id: i for i, chunk_id in enumerate(r.chunk_ids)}
+        _POSITIONS, retriever, retriever.chunk_ids, lambda r: {chunk_id: i for i, chunk_id in enumerate(r.chunk_ids)}
     )
     return np.fromiter(map(lookup.__getitem__, result.chunk_ids[:depth]), dtype=np.intp)
 
@@ -680,7 +673,7 @@ _NOISE: "weakref.WeakKeyDictionary[DenseRetriever, tuple]" = weakref.WeakKeyDict
 def _perturbation_jaccard(retriever: DenseRetriever, results) -> np.ndarray:
     """``perturbation_jaccard`` of each result (see the module docstring), for queries grouped by list length."""
     projections = _cached(_NOISE, retriever, retriever.index, _NoiseProjections)
-    candidates = [_dense_positions(retriever, result, PERTURBATION_CANDIDATES) for result in results]
+    candidates = [_result_positions(retriever, result, PERTURBATION_CANDIDATES) for result in results]
     counts = np.fromiter(map(len, candidates), dtype=np.intp, count=len(results))
     values = np.where(counts > 0, 1.0, np.nan)  # at most PERTURBATION_TOP candidates: nothing can move in or out
     for count in np.unique(counts[counts > PERTURBATION_TOP]).tolist():
