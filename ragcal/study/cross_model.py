@@ -64,15 +64,11 @@ _MODEL_RETRIEVERS = {"dense", "rrf", "rerank"}
 
 
 def model_label(embedder) -> str:
-    """A short column label for an embedder: ``MiniLM`` and ``WordLlama`` for the two bundled models, else its name."""
-    from ..embedding import DEFAULT_MODEL, WORDLLAMA_PREFIX, embedder_name
+    """A short column label for an embedder (:func:`ragcal.study.golden.model_name_label` of its name)."""
+    from ..embedding import embedder_name
+    from .golden import model_name_label
 
-    name = embedder_name(embedder)
-    if name == DEFAULT_MODEL:
-        return "MiniLM"
-    if name.startswith(WORDLLAMA_PREFIX):
-        return "WordLlama"
-    return name
+    return model_name_label(embedder_name(embedder))
 
 
 def model_dependent_signals(table: pd.DataFrame) -> list[str]:
@@ -526,7 +522,7 @@ def model_scores(spec, embedder) -> dict:
     results, gold = support_inputs(queries, retrieved)
     signals = model_dependent_signals(table)
     support = {name: threshold_gate_support(results, gold, name) for name in signals if table[name].notna().any()}
-    return {"config": index.config, "queries": queries, "table": table, "support": support}
+    return {"config": index.config, "queries": queries, "table": table, "support": support, "chunks": index.chunks}
 
 
 def compare_models(runs: dict, rules, *, n_splits: int = 1000, n_resamples: int = 2000) -> dict:
@@ -559,7 +555,7 @@ def write_cross_model(
     rules,
     n_splits: int = 1000,
     n_resamples: int = 2000,
-    timing_texts=None,
+    timing_chunks: int | None = None,
     log=print,
 ) -> dict:
     """Run both models on every corpus of ``specs``; write ``results_dir/cross_model*.{md,csv}``.
@@ -573,24 +569,36 @@ def write_cross_model(
     specs : sequence of BundledCorpus
     embedders : dict of str to embedder
         Two models by label, the first the one ``results/`` was made with.
-    timing_texts : dict of str to sequence of str, default=None
-        Texts for :func:`encoding_times`; no timing section when None.
+    timing_chunks : int, default=None
+        Time both models (:func:`encoding_times`) on the first corpus's
+        questions and a seeded sample of this many of its chunks; no timing
+        section when None.
     """
     from pathlib import Path
 
     from ..score_tables import write_score_table
+    from .golden import slug
 
     results_dir = Path(results_dir)
     labels = list(embedders)
     per_corpus, fingerprints, titles = {}, {}, {}
+    timing_texts = None
     for spec in specs:
         runs = {}
         for label, embedder in embedders.items():
             runs[label] = model_scores(spec, embedder)
             fingerprints[label] = runs[label]["config"]["model_fingerprint"]
-        slug = labels[1].lower().replace(" ", "-")
+        if timing_chunks is not None and timing_texts is None:
+            chunks = runs[labels[0]]["chunks"]
+            sample = np.random.default_rng(0).choice(len(chunks), min(timing_chunks, len(chunks)), replace=False)
+            timing_texts = {
+                "questions": list(runs[labels[0]]["queries"]["query"]),
+                "chunks": [chunks[position].text for position in sample],
+            }
         config = {**runs[labels[1]]["config"], "corpus": spec.name}
-        write_score_table(results_dir / spec.name / f"scores_{slug}.csv", runs[labels[1]]["table"], config=config)
+        write_score_table(
+            results_dir / spec.name / f"scores_{slug(labels[1])}.csv", runs[labels[1]]["table"], config=config
+        )
         per_corpus[spec.name] = compare_models(runs, rules, n_splits=n_splits, n_resamples=n_resamples)
         titles[spec.name] = spec.title
         log(f"{spec.name}: compared {labels[0]} and {labels[1]}")

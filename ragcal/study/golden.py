@@ -29,6 +29,8 @@ __all__ = [
     "GOLDEN_DIR",
     "GOLDEN_FILE",
     "GOLDEN_IDS",
+    "model_name_label",
+    "slug",
     "model_slug",
     "golden_file",
     "golden_snapshot",
@@ -60,16 +62,26 @@ GOLDEN_IDS = {
 }
 
 
-def model_slug(model: str) -> str:
-    """The model part of a golden file name: ``minilm``, ``wordllama`` (``wordllama-64`` truncated), else the name."""
+def model_name_label(model: str) -> str:
+    """A model's short name: ``MiniLM``, ``WordLlama`` (``WordLlama-64`` truncated), else the name itself."""
     from ..embedding import DEFAULT_MODEL, WORDLLAMA_PREFIX
 
     if model == DEFAULT_MODEL:
-        return "minilm"
+        return "MiniLM"
     if model.startswith(WORDLLAMA_PREFIX):
         parts = model[len(WORDLLAMA_PREFIX) :].split(":")
-        return "wordllama" + (f"-{parts[1]}" if len(parts) > 1 else "")
-    return "".join(character if character.isalnum() else "-" for character in model).strip("-").lower()
+        return "WordLlama" + (f"-{parts[1]}" if len(parts) > 1 else "")
+    return model
+
+
+def slug(text: str) -> str:
+    """``text`` for a file name: lower case, every run of other characters than letters and digits a ``-``."""
+    return "".join(character if character.isalnum() else "-" for character in text).strip("-").lower()
+
+
+def model_slug(model: str) -> str:
+    """The model part of a golden file name: ``minilm``, ``wordllama`` (``wordllama-64`` truncated), else the name."""
+    return slug(model_name_label(model))
 
 
 def golden_file(corpus: str = "fastapi", model: str | None = None) -> Path:

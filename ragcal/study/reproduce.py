@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_text
@@ -181,19 +180,13 @@ def reproduce(
         write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
     if second_model is not None and len(tables) > 1:  # like cross_corpus.md: written for every corpus at once
         other = load_embedder(second_model, cache_dir=getattr(embedder, "cache_dir", None))
-        specs = [tables[name]["spec"] for name in names]
-        first = tables[names[0]]
-        timing = {
-            "questions": list(first["queries"]["query"]),
-            "chunks": [chunk.text for chunk in first["chunks_sample"]],
-        }
         write_cross_model(
-            specs,
+            [tables[name]["spec"] for name in names],
             {model_label(embedder): embedder, model_label(other): other},
             results_dir,
             rules=HELDOUT_RULES,
             n_splits=n_splits,
-            timing_texts=timing,
+            timing_chunks=TIMING_CHUNKS,
             log=log,
         )
     return tables
@@ -371,9 +364,6 @@ def reproduce_corpus(
         "learned": learned,
         "selective": selective,
         "qpp": qpp,
-        "chunks_sample": [
-            index.chunks[i] for i in np.random.default_rng(0).choice(len(index.chunks), TIMING_CHUNKS, replace=False)
-        ],
     }
 
 

@@ -187,7 +187,7 @@ def test_write_cross_model_end_to_end_on_the_fastapi_docs(tmp_path):
         rules=RULES,
         n_splits=3,
         n_resamples=20,
-        timing_texts={"questions": ["a b"] * 5},
+        timing_chunks=5,
         log=lambda *_: None,
     )
     for name in (
