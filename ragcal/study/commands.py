@@ -131,11 +131,16 @@ def run_reproduce(args) -> None:
         print("\ndense_top1 by slice:")
         print(slice_summary(corpus_tables["scores"], "dense_top1").to_string())
     if not args.skip_notebooks:
-        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures_in_fresh_process
+        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures
 
         figures = args.figures or FIGURES_DIR
         executed = args.executed_notebooks or (
             NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
         )
-        reproduce_figures_in_fresh_process(names, figures_dir=figures, results_dir=args.results, output_dir=executed)
+        reproduce_figures(
+            [BUNDLED[name] for name in names],
+            figures_dir=figures,
+            results_dir=args.results,
+            output_dir=executed,
+        )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")

@@ -22,7 +22,6 @@ __all__ = [
     "execute_notebook",
     "execute_notebooks",
     "reproduce_figures",
-    "reproduce_figures_in_fresh_process",
     "notebook_score_table",
     "notebook_scored_index",
     "notebook_queries",
@@ -250,49 +249,3 @@ def notebook_queries(index, *, queries_path=None, corpus_dir=None):
 
     queries_path, _, _ = _bundled_inputs(queries_path, corpus_dir)
     return load_queries(queries_path, corpus_paths=index.doc_paths)
-
-
-def reproduce_figures_in_fresh_process(corpus_names, *, figures_dir=None, results_dir=None, output_dir=None) -> None:
-    """:func:`reproduce_figures` in a new Python process, as ``make reproduce`` runs it after the results.
-
-    The figures step starts from a clean interpreter rather than from the one
-    that has just computed ``results/``, and can be run on its own the same
-    way (``python -m ragcal.study.notebooks [CORPUS ...]``). A failing notebook
-    fails the run with the notebook's error on stderr.
-
-    (Notebook runs that hung with kernel and client both idle, waiting on each
-    other, first looked like a property of that long-lived parent. They were
-    ipykernel 7 dropping a shell request, ipython/ipykernel#1554, and they
-    happened from pytest too; ragcal pins ``ipykernel<7``.)
-    """
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "ragcal.study.notebooks", *corpus_names]
-    for flag, value in (("--figures", figures_dir), ("--results", results_dir), ("--executed", output_dir)):
-        if value is not None:
-            command += [flag, str(value)]
-    subprocess.run(command, check=True)
-
-
-def _main(argv=None) -> None:
-    import argparse
-
-    from ..datasets import BUNDLED
-
-    parser = argparse.ArgumentParser(prog="python -m ragcal.study.notebooks", description=reproduce_figures.__doc__)
-    parser.add_argument("corpora", nargs="*", default=list(BUNDLED), help="bundled corpus names (default: all)")
-    parser.add_argument("--figures", type=Path, default=None)
-    parser.add_argument("--results", type=Path, default=None)
-    parser.add_argument("--executed", type=Path, default=None)
-    args = parser.parse_args(argv)
-    reproduce_figures(
-        [BUNDLED[name] for name in args.corpora],
-        figures_dir=args.figures,
-        results_dir=args.results,
-        output_dir=args.executed,
-    )
-
-
-if __name__ == "__main__":
-    _main()

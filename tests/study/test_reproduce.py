@@ -146,14 +146,3 @@ def test_evaluate_cli(fastapi_slice, embedder, tmp_path, capsys):
     assert dense_recall["value"] == 1.0
     assert main(["evaluate", str(queries), "--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.csv")]) == 2
     assert "no *.run files" in capsys.readouterr().err
-
-
-def test_the_figures_process_entry_point_parses_its_arguments():
-    # make reproduce runs the notebooks through `python -m ragcal.study.notebooks` in a fresh process.
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-m", "ragcal.study.notebooks", "--help"], capture_output=True, text=True, check=True
-    )
-    assert "--figures" in done.stdout and "--results" in done.stdout and "--executed" in done.stdout
