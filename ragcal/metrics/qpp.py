@@ -164,13 +164,13 @@ def qpp_correlations(
 def _resampled_measures(predicted: np.ndarray, actual: np.ndarray) -> dict[str, np.ndarray]:
     """:func:`qpp_measures` of each row pair of two (resamples, n) matrices; NaN where a row is constant.
 
-    Kendall's tau-b is scipy's, row by row. Pearson's r and sMARE are the
-    same formulas on all rows at once (a test holds them to scipy's per row).
+    Kendall's tau-b, Pearson's r and sMARE are computed on all rows at once
+    (a test holds tau-b to scipy's bit for bit per row, and the others to
+    within 1e-12).
     """
     constant = (np.ptp(predicted, axis=1) == 0) | (np.ptp(actual, axis=1) == 0)
-    tau = np.full(len(predicted), np.nan)
-    for row in np.flatnonzero(~constant).tolist():
-        tau[row] = kendalltau(predicted[row], actual[row]).statistic
+    tau = _kendall_tau_b_rows(predicted, actual)
+    tau[constant] = np.nan
     centred_p = predicted - predicted.mean(axis=1, keepdims=True)
     centred_a = actual - actual.mean(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -180,6 +180,34 @@ def _resampled_measures(predicted: np.ndarray, actual: np.ndarray) -> dict[str, 
     r[constant] = np.nan
     error[constant] = np.nan
     return {"kendall_tau": tau, "pearson_r": r, "smare": error}
+
+
+def _kendall_tau_b_rows(predicted: np.ndarray, actual: np.ndarray, *, block: int = 256) -> np.ndarray:
+    """Kendall's tau-b of each row pair, as :func:`scipy.stats.kendalltau` computes it, for many rows at once.
+
+    Over the pairs ``i < j`` of a row, the sum of ``sign(dx) * sign(dy)`` is
+    scipy's concordant minus discordant count, and the numbers of pairs with
+    ``dx != 0`` and ``dy != 0`` are its ``tot - xtie`` and ``tot - ytie``; the
+    same integer counts and the same float operations give the same bits.
+    Rows with a NaN or a constant side give NaN.
+    """
+    rows, n = predicted.shape
+    tau = np.full(rows, np.nan)
+    first, second = np.triu_indices(n, k=1)
+    for start in range(0, rows, block):
+        p, a = predicted[start : start + block], actual[start : start + block]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dx = np.sign(p[:, first] - p[:, second]).astype(np.int8)
+            dy = np.sign(a[:, first] - a[:, second]).astype(np.int8)
+            con_minus_dis = np.einsum("ij,ij->i", dx, dy, dtype=np.int64)
+            x_pairs = np.count_nonzero(dx, axis=1)
+            y_pairs = np.count_nonzero(dy, axis=1)
+            values = con_minus_dis / np.sqrt(x_pairs) / np.sqrt(y_pairs)
+        values = np.minimum(1.0, np.maximum(-1.0, values))
+        invalid = (x_pairs == 0) | (y_pairs == 0) | np.isnan(p).any(axis=1) | np.isnan(a).any(axis=1)
+        values[invalid] = np.nan
+        tau[start : start + block] = values
+    return tau
 
 
 def qpp_table(

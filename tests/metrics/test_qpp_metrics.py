@@ -55,12 +55,15 @@ def test_degenerate_inputs():
 
 def test_resampled_measures_are_scipys_row_by_row():
     rng = np.random.default_rng(3)
-    predicted = rng.normal(size=(40, 12))
-    actual = np.round(rng.random((40, 12)), 1)  # many ties, like a reciprocal rank
+    # 300 rows: more than one block of the vectorised Kendall tau.
+    predicted = rng.normal(size=(300, 12))
+    predicted[2::3] = np.round(predicted[2::3])  # ties on the predicted side too
+    predicted[3, :6] = predicted[3, 6:]  # and repeated rows, as a bootstrap draws them
+    actual = np.round(rng.random((300, 12)), 1)  # many ties, like a reciprocal rank
     actual[0] = 0.5  # a constant row
     predicted[1] = 2.0
     measures = _resampled_measures(predicted, actual)
-    for row in range(2, 40):
+    for row in range(2, 300):
         assert measures["kendall_tau"][row] == kendalltau(predicted[row], actual[row]).statistic
         assert measures["pearson_r"][row] == pytest.approx(pearsonr(predicted[row], actual[row]).statistic, abs=1e-12)
         assert measures["smare"][row] == pytest.approx(smare(predicted[row], actual[row]), abs=1e-15)
