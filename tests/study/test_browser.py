@@ -324,15 +324,26 @@ def wait_until_settled(driver, timeout):
 def dismiss_dialogs(driver) -> list[str]:
     """Close every open JupyterLab dialog with its default button (Escape when it has none); return their texts.
 
-    A modal dialog that opens while the notebook loads (seen once in CI, its
-    text not recorded) takes every click meant for the menu bar.
+    A modal dialog that opens while the notebook loads takes every click meant
+    for the menu bar. The one seen (CI, and a local run under load) is
+    "Select Kernel" with "No Kernel" preselected; the Python kernel is picked
+    before it is accepted.
     """
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
+    from selenium.webdriver.support.ui import Select
+
     texts = []
     for dialog in driver.find_elements(By.CSS_SELECTOR, ".jp-Dialog"):
         texts.append(" ".join(dialog.text.split()))
+        # "Select Kernel" (seen in CI under load) preselects "No Kernel": accepting it leaves Run All with nothing
+        # to run. Pick the notebook's Python kernel first.
+        for choice in dialog.find_elements(By.CSS_SELECTOR, "select"):
+            options = [option.text for option in Select(choice).options]
+            python = next((text for text in options if text.startswith("Python 3")), None)
+            if python is not None:
+                Select(choice).select_by_visible_text(python)
         buttons = dialog.find_elements(By.CSS_SELECTOR, ".jp-Dialog-button.jp-mod-accept")
         if buttons:
             buttons[0].click()
