@@ -43,6 +43,24 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
+def pytest_sessionstart(session):
+    """With pytest-xdist (``make test`` runs ``-n 2``), build and save the two bundled indexes once, first.
+
+    Both workers need them. Built here, in the controller and before the
+    workers start, the corpora are embedded once and each worker's
+    :func:`fastapi_index` / :func:`rust_book_index` loads the saved index;
+    otherwise both workers would embed the same cold corpora at once, each on
+    two cores. A plain ``pytest`` run (no ``-n``) skips this.
+    """
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    from ragcal.datasets import RUST_BOOK_CORPUS
+    from ragcal.retrieval.index import build_index
+
+    build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
+    build_index(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)
+
+
 @pytest.fixture(scope="session")
 def fastapi_index():
     """The full bundled corpus with the default model and the default (user or CI) embedding cache."""
