@@ -12,6 +12,7 @@ __all__ = [
     "FASTAPI_EXCLUDE",
     "FASTAPI_ACCESS_MAP",
     "FASTAPI_QUERIES",
+    "FASTAPI_LIVE_QUERIES",
     "RUST_BOOK_CORPUS",
     "RUST_BOOK_EXCLUDE",
     "RUST_BOOK_QUERIES",
@@ -62,6 +63,8 @@ FASTAPI_CORPUS = DATA_DIR / "corpora" / "fastapi" / "docs"
 FASTAPI_EXCLUDE = ("_llm-test.md", "translation-banner.md")
 #: The labeled query set: answerable, near-domain and unrelated (see data/README.md).
 FASTAPI_QUERIES = DATA_DIR / "queries" / "fastapi.csv"
+#: New FastAPI questions that the labeled set has never seen, for a live log (see data/README.md).
+FASTAPI_LIVE_QUERIES = DATA_DIR / "queries" / "fastapi-live.csv"
 #: The Markdown folder of the bundled Rust book; its listings sit beside it, in ``rust-book/listings/``.
 RUST_BOOK_CORPUS = DATA_DIR / "corpora" / "rust-book" / "src"
 #: mdBook's table of contents, a list of links rather than prose (see data/README.md).
