@@ -1,4 +1,4 @@
-"""The threshold slider of notebook 01, driven in JupyterLab by a real browser.
+"""The threshold slider of notebook 01 and the review labeler, driven in JupyterLab by a real browser.
 
 JupyterLab serves a copy of notebook 01 from a temporary folder (its figures go there too). Headless Chromium
 (Debian's ``chromium`` and ``chromium-driver``), driven by Selenium, runs every cell, presses the arrow key on the
@@ -7,6 +7,10 @@ slider handle and reads what the widget shows. The plot must be redrawn and the 
 
 Outside CI the test is skipped when the browser, its driver or Selenium is missing; in CI (``CI=true``) it fails
 instead, so that a missing install is caught (``.ci/run`` installs the browser).
+
+A second test serves a two-cell notebook showing :class:`ragcal.interactive.Labeler` over a hand-written review CSV,
+labels three questions by clicking, reloads the page, runs the notebook again, and checks that the file holds the
+three labels and that the labeler resumes at the fourth question.
 """
 
 import contextlib
