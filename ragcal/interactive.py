@@ -402,12 +402,17 @@ class Labeler:
             done = self.position >= len(self)
             done_progress = self.progress()
             status.value = message
-            for name in ("answerable", "not answerable", "skip"):
+            for name in ("answerable", "not answerable", "next"):
                 buttons[name].disabled = done
             buttons["back"].disabled = self.position == 0
-            buttons["next"].disabled = done
+            buttons["skip"].disabled = done_progress.labeled == done_progress.total
             if done:
-                position.value = f"<b>done</b> · labeled {done_progress}"
+                unlabeled = done_progress.total - done_progress.labeled
+                position.value = (
+                    f"<b>done</b> · labeled {done_progress}"
+                    if not unlabeled
+                    else f"<b>end of the file</b> · labeled {done_progress}; skip goes to the {unlabeled} unlabeled"
+                )
                 query.value = decision.value = current_label.value = passages.value = ""
                 slice_picker.value = None
                 gold_boxes.clear()
@@ -493,6 +498,8 @@ class Labeler:
     def _next_unlabeled(self, after: int) -> int:
         """The first unlabeled row after ``after``, wrapping round; ``len(self)`` when there is none."""
         total = len(self)
+        if after >= total:  # past the last row: start again from the first
+            after = -1
         for offset in range(1, total + 1):
             row = (after + offset) % total
             if not self.is_labeled(row):

@@ -198,6 +198,22 @@ def test_back_next_and_skip(review):
     assert labeler.skip() == 5  # nothing left to skip to
 
 
+def test_skip_from_past_the_last_row_starts_again_at_the_first(tmp_path):
+    path = write_review(tmp_path / "review.csv", [review_row(1), review_row(2), review_row(3)])
+    labeler = Labeler(path)
+    labeler.position = 3
+    assert labeler.skip() == 0
+    widget = labeler.widget()
+    labeler.position = 3
+    (skip,) = widget_parts(widget, "ragcal-skip")
+    (next_button,) = widget_parts(widget, "ragcal-next")
+    next_button.click()  # re-renders at the position set above: past the last row
+    (position,) = widget_parts(widget, "ragcal-position")
+    assert "end of the file" in position.value and "3 unlabeled" in position.value
+    skip.click()
+    assert position.value.startswith("<b>1 / 3</b>")
+
+
 def test_resumes_where_the_file_says(review):
     labeler = Labeler(review)
     labeler.label(2, answerable=False, slice="near-domain")
