@@ -564,11 +564,26 @@ def labeler_lab(tmp_path):
         yield url, review
 
 
-def run_labeler_notebook(browser):
-    """Run the labeler notebook the page shows, and return the state once the labeler shows; no cell may fail."""
+def labeler_shows(state, row):
+    """``state`` when the labeler shows all of ``row`` (0-based): position, question and gold checkboxes; else None.
+
+    The widget's parts update one message at a time, and the checkboxes come last: the position alone can already
+    be the next row's while the question is still the last one's.
+    """
+    shown = state["labeler"]
+    if not shown or not shown["position"].startswith(f"{row + 1} / {LABELER_ROWS}"):
+        return None
+    if f"Question {row + 1}:" not in shown["query"]:
+        return None
+    return state if shown["gold"] == [page for page in LABELER_PAGES[row] if page] else None
+
+
+def run_labeler_notebook(browser, row):
+    """Run the labeler notebook the page shows; return the state once the labeler shows ``row``. No cell may fail."""
     wait_until(
         browser,
-        lambda state: state["status"] == "idle" and state["prompts"],
+        # Both cells in the page: a Run All clicked before then can be lost.
+        lambda state: state["status"] == "idle" and len(state["prompts"]) == 2,
         SERVER_TIMEOUT,
         "the notebook did not open with an idle kernel",
     )
@@ -579,11 +594,11 @@ def run_labeler_notebook(browser):
             state
             if state["status"] == "idle"
             and all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"])
-            and state["labeler"]
+            and labeler_shows(state, row)
             else None
         ),
         RUN_ALL_TIMEOUT,
-        "Run All Cells did not show the labeler",
+        f"Run All Cells did not show the labeler at question {row + 1}",
         script=READ_LABELER,
     )
     assert not state["errors"], "a cell shows an error:\n" + "\n\n".join(state["errors"])
@@ -601,13 +616,9 @@ def test_labels_clicked_in_the_labeler_are_in_the_file_after_a_reload(
     url, review = labeler_lab
     try:
         browser.get(f"{url}/lab/tree/labeler.ipynb")
-        state = run_labeler_notebook(browser)
+        state = run_labeler_notebook(browser, 0)
         first_prompts = state["prompts"]
         for row, button, slice_name, gold in LABELER_CLICKS:
-            shown = state["labeler"]
-            assert shown["position"].startswith(f"{row + 1} / {LABELER_ROWS}"), shown
-            assert f"Question {row + 1}:" in shown["query"]
-            assert shown["gold"] == [page for page in LABELER_PAGES[row] if page], "gold picker: not the row's pages"
             labeler = browser.find_element(By.CSS_SELECTOR, ".jp-Notebook .ragcal-labeler")
             if slice_name:
                 Select(labeler.find_element(By.CSS_SELECTOR, ".ragcal-slice select")).select_by_visible_text(slice_name)
@@ -619,11 +630,7 @@ def test_labels_clicked_in_the_labeler_are_in_the_file_after_a_reload(
             control.click()
             state = wait_until(
                 browser,
-                lambda state, row=row: (
-                    state
-                    if state["labeler"] and state["labeler"]["position"].startswith(f"{row + 2} / {LABELER_ROWS}")
-                    else None
-                ),
+                lambda state, row=row: labeler_shows(state, row + 1),
                 REDRAW_TIMEOUT,
                 f"the labeler did not move on from row {row + 1} after '{button}'",
                 script=READ_LABELER,
@@ -632,9 +639,8 @@ def test_labels_clicked_in_the_labeler_are_in_the_file_after_a_reload(
         assert review_labels(review) == LABELER_EXPECTED
 
         browser.refresh()
-        state = run_labeler_notebook(browser)
+        state = run_labeler_notebook(browser, 3)  # resumes at the 4th question
         assert state["prompts"] != first_prompts, "the cells were not run again after the reload"
-        assert state["labeler"]["position"].startswith(f"4 / {LABELER_ROWS}"), state["labeler"]
         assert "labeled 3 / 5" in state["labeler"]["position"]
         assert review_labels(review) == LABELER_EXPECTED
     except BaseException:
