@@ -180,8 +180,8 @@ class LabelProgress(NamedTuple):
 class Labeler:
     """Label a review CSV one question at a time, saving each label as it is given.
 
-    The file is the labeler's only state: every :meth:`label` rewrites it
-    atomically (a temporary file in the same folder, then ``os.replace``), with
+    Every label lives in the file (only :attr:`position` is in memory): each
+    :meth:`label` rewrites the file atomically (a temporary file in the same folder, then ``os.replace``), with
     every other column and the row order unchanged, so that closing the browser
     or the kernel loses nothing. A new ``Labeler`` on the same file opens at
     the first row still unlabeled. A row is labeled when its ``answerable``
