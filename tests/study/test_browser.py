@@ -1,4 +1,4 @@
-"""The threshold slider of notebook 01, driven in JupyterLab by a real browser.
+"""The threshold slider of notebook 01 and the review labeler, driven in JupyterLab by a real browser.
 
 JupyterLab serves a copy of notebook 01 from a temporary folder (its figures go there too). Headless Chromium
 (Debian's ``chromium`` and ``chromium-driver``), driven by Selenium, runs every cell, presses the arrow key on the
@@ -7,6 +7,10 @@ slider handle and reads what the widget shows. The plot must be redrawn and the 
 
 Outside CI the test is skipped when the browser, its driver or Selenium is missing; in CI (``CI=true``) it fails
 instead, so that a missing install is caught (``.ci/run`` installs the browser).
+
+A second test serves a two-cell notebook showing :class:`ragcal.interactive.Labeler` over a hand-written review CSV,
+labels three questions by clicking, reloads the page, runs the notebook again, and checks that the file holds the
+three labels and that the labeler resumes at the fourth question.
 """
 
 import contextlib
@@ -205,9 +209,9 @@ def notebook_folder(tmp_path):
     return folder
 
 
-@pytest.fixture
-def jupyter_lab(tmp_path, notebook_folder):
-    """JupyterLab on a free local port, without token or password, serving ``notebook_folder``; yields its URL."""
+@contextlib.contextmanager
+def serving_lab(tmp_path, folder):
+    """JupyterLab on a free local port, without token or password, serving ``folder``; yields its URL."""
     settings = tmp_path / "lab-settings"
     # Every cell stays in the page (no windowing), and no news or update check.
     write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings", {"windowingMode": "none"})
@@ -240,7 +244,7 @@ def jupyter_lab(tmp_path, notebook_folder):
         "--ServerApp.port_retries=0",
         "--IdentityProvider.token=",
         "--ServerApp.password=",
-        f"--ServerApp.root_dir={notebook_folder}",
+        f"--ServerApp.root_dir={folder}",
     ]
     with open(log_path, "wb") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -259,6 +263,13 @@ def jupyter_lab(tmp_path, notebook_folder):
             yield url
         finally:
             stop(server)
+
+
+@pytest.fixture
+def jupyter_lab(tmp_path, notebook_folder):
+    """JupyterLab serving ``notebook_folder`` (see :func:`serving_lab`); yields its URL."""
+    with serving_lab(tmp_path, notebook_folder) as url:
+        yield url
 
 
 @pytest.fixture
@@ -286,15 +297,18 @@ def browser(tmp_path, selenium_webdriver):
         stop(driver_process, browser_processes)
 
 
-def wait_until(driver, condition, timeout, message):
-    """Poll ``condition(state)`` on the notebook state until it returns something truthy; return that."""
+def wait_until(driver, condition, timeout, message, *, script=None):
+    """Poll ``condition(state)`` on the notebook state until it returns something truthy; return that.
+
+    ``script`` reads the state (default: ``READ_NOTEBOOK``).
+    """
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     seen = {}
 
     def check(driver):
-        seen["state"] = driver.execute_script(READ_NOTEBOOK)
+        seen["state"] = driver.execute_script(script or READ_NOTEBOOK)
         return condition(seen["state"])
 
     try:
@@ -368,7 +382,9 @@ def run_all_cells(driver, attempts=3, started_within=30):
     for attempt in range(attempts):
         dismissed += dismiss_dialogs(driver)
         try:
-            menu = next(item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run")
+            menu = next(
+                item for item in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if item.text == "Run"
+            )
             menu.click()
             entries = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-content .lm-Menu-item .lm-Menu-itemLabel")
             next(entry for entry in entries if entry.text == "Run All Cells").click()
@@ -461,6 +477,183 @@ def test_threshold_slider_redraws_and_counts_follow_it(selenium_webdriver, score
             f"at readout {after['readout']} the widget shows {after['rows']}; "
             f"outcome_table gives (k, n) per group {sorted(expected)}"
         )
+    except BaseException:
+        with contextlib.suppress(WebDriverException, OSError):  # evidence for a failure, kept in tmp_path
+            browser.save_screenshot(str(tmp_path / "failure.png"))
+            (tmp_path / "failure.html").write_text(browser.page_source, encoding="utf-8")
+        raise
+
+
+# The labeler's state, read with the notebook's: what it shows and its controls' values.
+READ_LABELER = (
+    READ_NOTEBOOK.removesuffix("return state;\n")
+    + """
+const labeler = document.querySelector('.jp-Notebook .ragcal-labeler');
+// ipywidgets puts a zero-width space in front of a description.
+const clean = (element) => element.textContent.replaceAll('\u200b', '').trim();
+const text = (name) => clean(labeler.querySelector('.' + name));
+state.labeler = labeler && {
+    position: text('ragcal-position'),
+    query: text('ragcal-query'),
+    status: text('ragcal-status'),
+    gold: [...labeler.querySelectorAll('.ragcal-gold')].map(clean),
+};
+return state;
+"""
+)
+LABELER_ROWS = 5
+LABELER_PAGES = (
+    ("tutorial/cors.md", "advanced/middleware.md"),
+    ("tutorial/security/oauth2-jwt.md", "tutorial/cors.md"),
+    ("deployment/docker.md", ""),
+    ("tutorial/bigger-applications.md", "tutorial/cors.md"),
+    ("advanced/events.md", "advanced/settings.md"),
+)
+# Clicked in the browser: (row, button, slice chosen first or None, gold pages ticked), and what the file must hold.
+LABELER_CLICKS = (
+    (0, "answerable", None, ("advanced/middleware.md",)),
+    (1, "not answerable", "unrelated", ()),
+    (2, "not answerable", "near-domain", ()),
+)
+LABELER_EXPECTED = (
+    ("true", "answerable", "advanced/middleware.md"),
+    ("false", "unrelated", ""),
+    ("false", "near-domain", ""),
+    ("", "", ""),
+    ("", "", ""),
+)
+
+
+def review_csv(path):
+    """A review CSV of ``LABELER_ROWS`` unlabeled rows, two passages each, as ``ragcal review`` writes them."""
+    import csv
+
+    header = ["id", "query", "answerable", "slice", "gold", "decision", "score", "stratum", "stratum_size"]
+    header += ["stratum_sampled", "page_1", "heading_1", "text_1", "page_2", "heading_2", "text_2"]
+    with open(path, "w", encoding="utf-8", newline="") as stream:
+        writer = csv.writer(stream, lineterminator="\n")
+        writer.writerow(header)
+        for row, pages in enumerate(LABELER_PAGES):
+            passages = []
+            for page in pages:
+                passages += [
+                    page,
+                    f"{page} > Section" if page else "",
+                    f"Text of {page}, with a comma." if page else "",
+                ]
+            writer.writerow(
+                [f"live-{row + 1}", f"Question {row + 1}: how do I do thing {row + 1}?", "", "", ""]
+                + ["refuse", f"0.{40 + row}1", "refuse/near", "10", "5", *passages]
+            )
+    return path
+
+
+def review_labels(path):
+    import pandas as pd
+
+    cells = pd.read_csv(path, dtype=str, keep_default_na=False)
+    return tuple(tuple(row) for row in cells[["answerable", "slice", "gold"]].itertuples(index=False))
+
+
+@pytest.fixture
+def labeler_lab(tmp_path):
+    """JupyterLab serving a notebook that shows ``Labeler(review.csv).widget()``; yields its URL and the CSV."""
+    import nbformat
+
+    review = review_csv(tmp_path / "review.csv")
+    folder = tmp_path / "labeler-lab"
+    folder.mkdir()
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from ragcal.interactive import Labeler"),
+        nbformat.v4.new_code_cell(f"Labeler({str(review)!r}).widget()"),
+    ]
+    # A kernel named in the notebook, so that JupyterLab opens it without asking for one.
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(notebook, folder / "labeler.ipynb")
+    with serving_lab(tmp_path, folder) as url:
+        yield url, review
+
+
+def labeler_shows(state, row):
+    """``state`` when the labeler shows all of ``row`` (0-based): position, question and gold checkboxes; else None.
+
+    The widget's parts update one message at a time, and the checkboxes come last: the position alone can already
+    be the next row's while the question is still the last one's.
+    """
+    shown = state["labeler"]
+    if not shown or not shown["position"].startswith(f"{row + 1} / {LABELER_ROWS}"):
+        return None
+    if f"Question {row + 1}:" not in shown["query"]:
+        return None
+    return state if shown["gold"] == [page for page in LABELER_PAGES[row] if page] else None
+
+
+def run_labeler_notebook(browser, row):
+    """Run the labeler notebook the page shows; return the state once the labeler shows ``row``. No cell may fail."""
+    wait_until(
+        browser,
+        # Both cells in the page: a Run All clicked before then can be lost.
+        lambda state: state["status"] == "idle" and len(state["prompts"]) == 2,
+        SERVER_TIMEOUT,
+        "the notebook did not open with an idle kernel",
+    )
+    run_all_cells(browser)
+    state = wait_until(
+        browser,
+        lambda state: (
+            state
+            if state["status"] == "idle"
+            and all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"])
+            and labeler_shows(state, row)
+            else None
+        ),
+        RUN_ALL_TIMEOUT,
+        f"Run All Cells did not show the labeler at question {row + 1}",
+        script=READ_LABELER,
+    )
+    assert not state["errors"], "a cell shows an error:\n" + "\n\n".join(state["errors"])
+    return state
+
+
+@pytest.mark.slow
+def test_labels_clicked_in_the_labeler_are_in_the_file_after_a_reload(
+    selenium_webdriver, labeler_lab, browser, tmp_path
+):
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    url, review = labeler_lab
+    try:
+        browser.get(f"{url}/lab/tree/labeler.ipynb")
+        state = run_labeler_notebook(browser, 0)
+        first_prompts = state["prompts"]
+        for row, button, slice_name, gold in LABELER_CLICKS:
+            labeler = browser.find_element(By.CSS_SELECTOR, ".jp-Notebook .ragcal-labeler")
+            if slice_name:
+                Select(labeler.find_element(By.CSS_SELECTOR, ".ragcal-slice select")).select_by_visible_text(slice_name)
+            for box in labeler.find_elements(By.CSS_SELECTOR, ".ragcal-gold"):
+                if box.text.replace("\u200b", "").strip() in gold:
+                    box.find_element(By.CSS_SELECTOR, "input[type=checkbox]").click()
+            control = labeler.find_element(By.CSS_SELECTOR, ".ragcal-" + button.replace(" ", "-"))
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", control)
+            control.click()
+            state = wait_until(
+                browser,
+                lambda state, row=row: labeler_shows(state, row + 1),
+                REDRAW_TIMEOUT,
+                f"the labeler did not move on from row {row + 1} after '{button}'",
+                script=READ_LABELER,
+            )
+            assert state["labeler"]["status"].startswith(f"saved row {row + 1}"), state["labeler"]["status"]
+        assert review_labels(review) == LABELER_EXPECTED
+
+        browser.refresh()
+        state = run_labeler_notebook(browser, 3)  # resumes at the 4th question
+        assert state["prompts"] != first_prompts, "the cells were not run again after the reload"
+        assert "labeled 3 / 5" in state["labeler"]["position"]
+        assert review_labels(review) == LABELER_EXPECTED
     except BaseException:
         with contextlib.suppress(WebDriverException, OSError):  # evidence for a failure, kept in tmp_path
             browser.save_screenshot(str(tmp_path / "failure.png"))
