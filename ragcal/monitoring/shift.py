@@ -105,7 +105,8 @@ def read_score_log(path, signals=(), *, source: str | None = None) -> pd.DataFra
         optional=LOG_OPTIONAL_COLUMNS,
         text_columns=("query", "timestamp"),
     )
-    check_numeric_columns(table, signals, source=source)
+    if len(table):  # an empty file's columns have no type; there is no cell to be wrong
+        check_numeric_columns(table, signals, source=source)
     for signal in signals:
         table[signal] = pd.to_numeric(table[signal]).astype(float)
     if "timestamp" in table.columns:
