@@ -94,14 +94,19 @@ def check_score_table(table: pd.DataFrame, signals=(), *, source: str = "score t
                 f"{describe_cell(table['answerable'].iloc[first])}"
             )
         table["answerable"] = np.array(labels, dtype=bool)[codes]
-    for signal in signals:
+    check_numeric_columns(table, signals, source=source)
+    return table
+
+
+def check_numeric_columns(table: pd.DataFrame, columns, *, source: str) -> None:
+    """Raise ``ValueError`` naming ``source``, the line (header = line 1) and the column of the first non-numeric cell."""
+    for signal in columns:
         if not pd.api.types.is_numeric_dtype(table[signal]):
             values = table[signal]
             bad = np.nonzero((pd.to_numeric(values, errors="coerce").isna() & values.notna()).to_numpy())[0]
             where = f", line {bad[0] + 2}" if bad.size else ""
             got = f", got {describe_cell(values.iloc[bad[0]])}" if bad.size else ""
             raise ValueError(f"{source}{where}, column {signal!r}: not numeric{got}")
-    return table
 
 
 #: File endings :func:`read_score_log` understands, and the reader each one uses.
@@ -144,43 +149,10 @@ def read_score_table(path, signals=(), *, source: str | None = None) -> pd.DataF
         Naming the file: not found, unreadable, a missing column, a bad
         ``answerable`` cell or a non-numeric signal (with its line for CSV).
     """
-    import pyarrow as pa
-
     path = Path(path)
     source = source or str(path)
-    if not path.is_file():
-        raise ValueError(f"{source}: score table not found")
     signals = list(dict.fromkeys(signals))
-    if _log_format(path) == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            available = pq.read_schema(path).names
-        except (pa.ArrowException, OSError) as error:
-            raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
-        wanted = _wanted_columns(available, signals, source)
-        arrow_table = pq.read_table(path, columns=wanted)
-    else:
-        import pyarrow.csv as pa_csv
-
-        if not path.name.lower().endswith(".gz"):
-            check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
-        available = _csv_header(path, source)
-        wanted = _wanted_columns(available, signals, source)
-        # Signals are left to type inference, so that a stray text cell is reported with its line below.
-        convert = pa_csv.ConvertOptions(
-            include_columns=wanted,
-            column_types={
-                "slice": pa.dictionary(pa.int32(), pa.string()),
-                **({"id": pa.string()} if "id" in wanted else {}),
-            },
-            strings_can_be_null=False,
-        )
-        try:
-            arrow_table = pa_csv.read_csv(path, convert_options=convert)
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
-    table = arrow_table.to_pandas()
+    table = _read_columns(path, ("answerable", "slice", *signals), source=source, what="score table")
     if not isinstance(table["slice"].dtype, pd.CategoricalDtype):
         table["slice"] = table["slice"].astype("category")
     return check_score_table(table, signals, source=source)
@@ -197,10 +169,55 @@ def _csv_header(path: Path, source: str) -> list[str]:
         raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
 
 
-def _wanted_columns(available, signals, source) -> list[str]:
+def _read_columns(
+    path: Path, required, *, source: str, what: str, optional=("id",), text_columns=()
+) -> pd.DataFrame:
+    """Columns ``optional`` (those present) then ``required`` of a CSV, CSV.gz or Parquet file, through pyarrow.
+
+    Shared by :func:`read_score_table` and :func:`ragcal.monitoring.read_score_log`.
+    In CSV, ``slice`` is read as a category, ``id`` and ``text_columns`` as
+    text, and every other column is left to type inference, so that a stray
+    text cell in a signal is reported with its line by the caller's checks.
+    """
+    import pyarrow as pa
+
+    if not path.is_file():
+        raise ValueError(f"{source}: {what} not found")
+    if _log_format(path) == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            available = pq.read_schema(path).names
+        except (pa.ArrowException, OSError) as error:
+            raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
+        wanted = _wanted_columns(available, required, source, optional=optional)
+        arrow_table = pq.read_table(path, columns=wanted)
+    else:
+        import pyarrow.csv as pa_csv
+
+        if not path.name.lower().endswith(".gz"):
+            check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
+        available = _csv_header(path, source)
+        wanted = _wanted_columns(available, required, source, optional=optional)
+        convert = pa_csv.ConvertOptions(
+            include_columns=wanted,
+            column_types={
+                **({"slice": pa.dictionary(pa.int32(), pa.string())} if "slice" in wanted else {}),
+                **{column: pa.string() for column in ("id", *text_columns) if column in wanted},
+            },
+            strings_can_be_null=False,
+        )
+        try:
+            arrow_table = pa_csv.read_csv(path, convert_options=convert)
+        except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
+    return arrow_table.to_pandas()
+
+
+def _wanted_columns(available, required, source, *, optional=("id",)) -> list[str]:
     # Worded as check_score_table words it, for every reader.
     available = list(available)
-    missing = [column for column in ("answerable", "slice", *signals) if column not in available]
+    missing = [column for column in required if column not in available]
     if missing:
         if len(available) == 1:
             problem = delimiter_problem(str(available[0]))
@@ -209,7 +226,7 @@ def _wanted_columns(available, signals, source) -> list[str]:
         raise ValueError(
             f"{source}: missing column(s) {', '.join(map(repr, missing))}; have {', '.join(map(str, available))}"
         )
-    return [column for column in ("id", "answerable", "slice", *signals) if column in available]
+    return list(dict.fromkeys(column for column in (*optional, *required) if column in available))
 
 
 def read_csv_table(path, *, what: str = "score table") -> pd.DataFrame:
