@@ -8,6 +8,7 @@ it returns. One module per command group:
 - :mod:`ragcal.cli.chunking`: ``sweep-chunking``;
 - :mod:`ragcal.cli.gates`: ``fit-gate``, ``ask``;
 - :mod:`ragcal.cli.serve`: ``serve`` (HTTP, the optional ``serve`` extra);
+- :mod:`ragcal.cli.review`: ``review`` (a review sample of a live log, and estimates from its labels);
 - :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora).
 
 ``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
@@ -23,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, chunking, gates, scores, serve
+from . import calibrate, chunking, gates, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (scores, calibrate, chunking, gates, serve, study_commands):
+    for group in (scores, calibrate, chunking, gates, serve, review, study_commands):
         group.add_parsers(commands)
     return parser
 
