@@ -76,8 +76,9 @@ def run_review(args) -> None:
     sample = attach_passages(sample, index, gate, k=args.passages)
     write_review_csv(args.out, sample)
     print(f"wrote {args.out}: {len(sample)} of {len(live)} questions of {args.live_log} to label (seed {args.seed})")
-    counts = sample.groupby("stratum", sort=False).agg(size=("stratum_size", "first"), drawn=("id", "size"))
-    for stratum, row in counts.iterrows():
+    counts = sample.groupby("stratum").agg(size=("stratum_size", "first"), drawn=("id", "size"))
+    order = [f"{decision}/{band}" for decision in ("answer", "hedge", "refuse") for band in ("near", "far")]
+    for stratum, row in counts.reindex([name for name in order if name in counts.index]).iterrows():
         print(f"  {stratum:<12} {row['drawn']:4d} of {row['size']:5d}")
 
 
@@ -100,8 +101,9 @@ def _run_estimates(args) -> None:
     calibration = read_score_table(args.calibration, document["gate"].columns)
     new_gate, comparison = refit_with_labels(document["gate"], calibration, labels, rule=document.get("rule"))
     n_labeled = int(labels["labeled"].sum())
-    fitted = {**document.get("fitted", {}), "n_calibration": int(len(calibration)), "n_review_labels": n_labeled,
-              "refit_from": str(args.gate), "review_labels": str(args.labels)}
+    fitted = {"n_calibration": int(len(calibration)), "n_review_labels": n_labeled, "refit_from": str(args.gate),
+              "review_labels": str(args.labels), "calibration": str(args.calibration),
+              "fitted_before": document.get("fitted", {})}
     save_gate(args.refit, new_gate, rule=document.get("rule"), fitted=fitted, provenance=document["provenance"])
     print()
     print(f"wrote {args.refit}: refitted with {document.get('rule')} on {len(calibration)} calibration rows "
