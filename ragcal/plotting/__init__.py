@@ -16,6 +16,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
 - :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
 - :mod:`~ragcal.plotting.risk_coverage`: :class:`RiskCoverageDisplay`;
+- :mod:`~ragcal.plotting.monitoring`: :class:`ShiftDisplay`;
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
 
 matplotlib is imported inside the drawing code only, so importing this
@@ -27,6 +28,7 @@ from .chunking import ChunkingSweepDisplay
 from .coefficients import CoefficientDisplay
 from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .monitoring import ShiftDisplay
 from .risk_coverage import RiskCoverageDisplay
 from .roc import AucComparisonDisplay, RocDisplay
 from .tradeoff import HeldoutDisplay, TradeoffDisplay
@@ -46,4 +48,5 @@ __all__ = [
     "AucComparisonDisplay",
     "ChunkingSweepDisplay",
     "CoefficientDisplay",
+    "ShiftDisplay",
 ]

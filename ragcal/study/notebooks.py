@@ -45,9 +45,10 @@ NOTEBOOKS = (
     "06_two_corpora",
     "07_new_signals",
     "08_selective_risk",
+    "09_review_and_monitor",
 )
-#: Notebooks that compare the bundled corpora (they read ``results/<corpus>/``).
-COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk")
+#: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
+COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")
 
 
 _QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}

@@ -25,6 +25,12 @@ CASES = {
     "07_new_signals": ({"n_splits": 20, "n_resamples": 300}, ["learned_roc", "learned_coefficients"], 2),
     # Reads the per-corpus results too, and fits a certified gate on the bundled FastAPI docs.
     "08_selective_risk": ({"results_dir": str(NOTEBOOKS_DIR.parent / "results")}, ["risk_coverage"], 1),
+    # The committed FastAPI gate and scores; the review sample goes to a temporary folder of its own.
+    "09_review_and_monitor": (
+        {"results_dir": str(NOTEBOOKS_DIR.parent / "results"), "n_bootstrap": 300},
+        ["monitor_shift"],
+        1,
+    ),
 }
 
 
