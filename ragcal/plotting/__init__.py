@@ -16,6 +16,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
 - :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
 - :mod:`~ragcal.plotting.risk_coverage`: :class:`RiskCoverageDisplay`;
+- :mod:`~ragcal.plotting.label_curve`: :class:`LabelCurveDisplay`;
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
 
 matplotlib is imported inside the drawing code only, so importing this
@@ -27,6 +28,7 @@ from .chunking import ChunkingSweepDisplay
 from .coefficients import CoefficientDisplay
 from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .label_curve import LabelCurveDisplay
 from .risk_coverage import RiskCoverageDisplay
 from .roc import AucComparisonDisplay, RocDisplay
 from .tradeoff import HeldoutDisplay, TradeoffDisplay
@@ -40,6 +42,7 @@ __all__ = [
     "RocDisplay",
     "TradeoffDisplay",
     "HeldoutDisplay",
+    "LabelCurveDisplay",
     "RiskCoverageDisplay",
     "FloorGapDisplay",
     "GateOutcomeDisplay",
