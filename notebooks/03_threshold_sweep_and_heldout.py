@@ -25,12 +25,13 @@ scores_path = None
 signal = "dense_top1"
 rules = ["keep@1.0", "keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
 n_splits = 1000
+n_repeats = 200  # subsamples per size of the label curve
 figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
-from ragcal.calibration import fit_threshold, heldout_outcomes, published_split
+from ragcal.calibration import fit_threshold, heldout_outcomes, kept_share_interval, label_curve, published_split
 from ragcal.metrics import outcome_table
-from ragcal.plotting import HeldoutDisplay, TradeoffDisplay, save_figure
+from ragcal.plotting import HeldoutDisplay, LabelCurveDisplay, TradeoffDisplay, save_figure
 from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
 from ragcal.study.published import SWEEP_GRID
 from ragcal.study.report import guarantee_check, split_counts
@@ -86,3 +87,29 @@ save_figure(heldout.figure_, f"{figures_dir}/heldout");
 
 # %%
 {rule: round(fit_threshold(rule, table[signal], table["answerable"]), 3) for rule in rules}
+
+# %% [markdown]
+# ## How many labels are enough
+#
+# `label_curve` draws stratified subsamples of growing size (each keeps the slice mix), fits `keep@0.95` on each
+# and scores it on the questions left out: the line is the median over subsamples, the band the 5th to 95th
+# percentile. The sizes stop at the half split; beyond it the held-out remainder is smaller than the subsample and
+# the band would measure its noise instead.
+
+# %%
+curve = label_curve(table, signal, "keep@0.95", n_repeats=n_repeats)
+shown = ["size", "n_answerable", "n_unanswerable", "threshold", "threshold_low", "threshold_high"]
+curve[shown + ["answerable_kept", "answerable_kept_low", "answerable_kept_high"]].round(3)
+
+# %%
+labels = LabelCurveDisplay.from_curve(curve).plot()
+save_figure(labels.figure_, f"{figures_dir}/label_curve");
+
+# %% [markdown]
+# For the gate fitted on every answerable question, the kept share on future answerable questions has an exact
+# distribution (a conformal order statistic): its 90% interval is
+
+# %%
+n_answerable = int(table.loc[table[signal].notna(), "answerable"].sum())
+low, high = kept_share_interval(n_answerable, keep=0.95, confidence=0.9)
+print(f"{n_answerable} answerable questions: kept share {low:.1%} to {high:.1%} (± {50 * (high - low):.1f} points)")

@@ -16,6 +16,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
 - :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
 - :mod:`~ragcal.plotting.risk_coverage`: :class:`RiskCoverageDisplay`;
+- :mod:`~ragcal.plotting.label_curve`: :class:`LabelCurveDisplay`;
 - :mod:`~ragcal.plotting.monitoring`: :class:`ShiftDisplay`;
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
 
@@ -28,6 +29,7 @@ from .chunking import ChunkingSweepDisplay
 from .coefficients import CoefficientDisplay
 from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .label_curve import LabelCurveDisplay
 from .monitoring import ShiftDisplay
 from .risk_coverage import RiskCoverageDisplay
 from .roc import AucComparisonDisplay, RocDisplay
@@ -42,6 +44,7 @@ __all__ = [
     "RocDisplay",
     "TradeoffDisplay",
     "HeldoutDisplay",
+    "LabelCurveDisplay",
     "RiskCoverageDisplay",
     "FloorGapDisplay",
     "GateOutcomeDisplay",

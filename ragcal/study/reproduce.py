@@ -9,7 +9,8 @@ steps that each write their own files:
    128, 256 and 512 tokens and whole sections, fixed 500-token windows, and no
    include expansion, with paired differences against the default;
 4. calibration: score statistics per slice, AUC per signal, sweeps, threshold
-   rules and held-out outcomes over repeated splits;
+   rules and held-out outcomes over repeated splits, and the label curve of
+   ``keep@0.95`` (``label_curve.csv``, :mod:`ragcal.study.label_curve`);
 5. gates (threshold per rule, floor + gap, the default fallback chain), held
    out per slice, with the passages they pass on and the gates fitted on the
    whole set saved under ``gates/``;
@@ -49,6 +50,7 @@ from ..scoring import score_table
 from ..signals import SIGNALS
 from .access import access_gating, access_score_tables, access_section
 from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
+from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
 from .published import SWEEP_GRID
 from .report import (
@@ -228,6 +230,7 @@ def reproduce_corpus(
     log(f"wrote {results_dir / 'chunking.csv'}")
 
     calibration = calibrate(table, results_dir, n_splits=n_splits, log=log)
+    labels = evaluate_label_curve(table, results_dir, log=log)
     qpp = evaluate_qpp(table, runs, queries, results_dir, log=log)
     gate_tables = evaluate_gates(
         table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
@@ -289,6 +292,11 @@ def reproduce_corpus(
             calibration["heldout"],
             total_answerable=int(table["answerable"].sum()),
             published=published,
+        ),
+        label_curve_section(
+            labels["label_curve"],
+            labels["label_curve_outcome"],
+            figure="figures/label_curve.png" if spec.name == "fastapi" else f"figures/{spec.name}/label_curve.png",
         ),
         rule_of_thumb_section(calibration["thresholds"], golden_file=f"tests/golden/{spec.name}_minilm.json"),
         gates_section(
@@ -360,6 +368,7 @@ def reproduce_corpus(
         "chunking": chunking,
         "hardest": hardest,
         **calibration,
+        **labels,
         **{f"gate_{name}" if name in ("gates",) else name: frame for name, frame in gate_tables.items()},
         "learned": learned,
         "selective": selective,
