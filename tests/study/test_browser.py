@@ -209,6 +209,21 @@ def notebook_folder(tmp_path):
     return folder
 
 
+def start_kernel_session(url: str, path: str) -> None:
+    """Start the notebook's kernel through the REST API before the page opens it.
+
+    JupyterLab then attaches the page to this session. Without it, a page
+    opened while the machine is busy sometimes showed "Select Kernel" with "No
+    Kernel" preselected (twice in CI), and Run All then had nothing to run.
+    """
+    body = json.dumps({"path": path, "type": "notebook", "name": path, "kernel": {"name": "python3"}}).encode()
+    request = urllib.request.Request(
+        f"{url}/api/sessions", data=body, method="POST", headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status == 201, response.status
+
+
 @contextlib.contextmanager
 def serving_lab(tmp_path, folder):
     """JupyterLab on a free local port, without token or password, serving ``folder``; yields its URL."""
@@ -244,6 +259,8 @@ def serving_lab(tmp_path, folder):
         "--ServerApp.port_retries=0",
         "--IdentityProvider.token=",
         "--ServerApp.password=",
+        # A loopback server without auth, for this test only: the REST call that starts the kernel needs no cookie.
+        "--ServerApp.disable_check_xsrf=True",
         f"--ServerApp.root_dir={folder}",
     ]
     with open(log_path, "wb") as log:
@@ -409,6 +426,7 @@ def test_threshold_slider_redraws_and_counts_follow_it(selenium_webdriver, score
     from selenium.webdriver.common.keys import Keys
 
     try:
+        start_kernel_session(jupyter_lab, f"{NOTEBOOK}.ipynb")
         browser.get(f"{jupyter_lab}/lab/tree/{NOTEBOOK}.ipynb")
         wait_until(
             browser,
@@ -626,6 +644,7 @@ def test_labels_clicked_in_the_labeler_are_in_the_file_after_a_reload(
 
     url, review = labeler_lab
     try:
+        start_kernel_session(url, "labeler.ipynb")
         browser.get(f"{url}/lab/tree/labeler.ipynb")
         state = run_labeler_notebook(browser, 0)
         first_prompts = state["prompts"]
