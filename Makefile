@@ -20,7 +20,7 @@ reproduce: $(STAMP)
 	$(BIN)/ragcal reproduce
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_index.py

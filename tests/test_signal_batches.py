@@ -57,6 +57,12 @@ def fastapi_labeled(fastapi_index):
     return queries, fastapi_index.retrieve(queries["query"])
 
 
+#: Signals computed from ranks and BM25 arithmetic alone: equal bits on any machine. The others read MiniLM's
+#: float32 cosines, which another CPU's kernels move slightly (on the bundled set, by at most 6e-7 absolute and 2e-5
+#: relative for the normalised QPP predictors, measured against the table committed from another machine).
+RANK_AND_BM25_SIGNALS = ("rrf_top1", "dense_bm25_page_overlap", "dense_top_page_bm25_rr", "dense_perturbation_jaccard")
+
+
 def test_score_table_reproduces_the_committed_fastapi_table(fastapi_labeled):
     # ragcal reproduce wrote results/fastapi/scores.csv with write_score_table, i.e. table.to_csv(index=False): full
     # shortest-round-trip precision, so equal text means equal float64 values (NaN is an empty cell).
@@ -67,10 +73,14 @@ def test_score_table_reproduces_the_committed_fastapi_table(fastapi_labeled):
     assert set(signals) == {name for name in SIGNALS if not name.startswith("rerank_")}  # every signal but the reranker's
     table = score_table(queries, retrieved, signals=signals)
     assert list(table["id"]) == [row["id"] for row in rows]
+    exact = [name for name in signals if name.startswith("bm25_") or name in RANK_AND_BM25_SIGNALS]
+    assert len(exact) == 18
     for name in signals:
         expected = np.array([float(row[name]) if row[name] else math.nan for row in rows])
-        assert_same_bits(table[name].to_numpy(), expected, f"{name} against results/fastapi/scores.csv")
-    assert table.to_csv(index=False) == committed
+        if name in exact:
+            assert_same_bits(table[name].to_numpy(), expected, f"{name} against results/fastapi/scores.csv")
+        else:
+            np.testing.assert_allclose(table[name], expected, rtol=1e-4, atol=1e-6, equal_nan=True, err_msg=name)
 
 
 def test_batch_and_per_query_paths_agree_bit_for_bit(fastapi_index, fastapi_labeled):

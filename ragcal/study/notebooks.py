@@ -10,6 +10,7 @@ executed ``.ipynb``.
 from __future__ import annotations
 
 import os
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,6 +83,37 @@ def _quiet_progress_bars():
                 os.environ[name] = value
 
 
+#: Seconds one poll of a kernel channel waits before it looks again (see :func:`_poll_in_steps`).
+POLL_STEP = 1.0
+
+
+def _poll_in_steps(channel, step: float = POLL_STEP) -> None:
+    """Make ``channel.get_msg(timeout)`` poll in short steps until its timeout, instead of once.
+
+    Under load, one long zmq poll sometimes misses a message that arrives
+    during it: the kernel has replied and is idle, but nbclient waits out the
+    whole cell timeout (30 minutes here) and then fails the cell. This was seen
+    on the cell that shows the threshold slider (widgets; nbclient issue 312).
+    A fresh poll finds the waiting message at once, so polling in steps of
+    ``step`` seconds bounds the delay by one step and keeps the timeout.
+    """
+    from queue import Empty
+
+    get_msg = channel.get_msg
+
+    async def get_msg_in_steps(timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = step if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await get_msg(timeout=min(step, remaining))
+            except Empty:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+
+    channel.get_msg = get_msg_in_steps
+
+
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -134,6 +166,12 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
         record_timing=False,
         resources={"metadata": {"path": str(source.parent)}},
     )
+
+    def on_notebook_start(notebook):
+        _poll_in_steps(client.kc.shell_channel)
+        _poll_in_steps(client.kc.iopub_channel)
+
+    client.on_notebook_start = on_notebook_start
     with _quiet_progress_bars():
         client.execute()
     _static_widget_outputs(notebook)

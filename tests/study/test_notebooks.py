@@ -106,3 +106,48 @@ def test_notebooks_run_on_a_score_table_brought_from_elsewhere(name, tmp_path):
     parameters.update({"n_splits": 20} if name.startswith("03") else {})
     execute_notebook(NOTEBOOKS_DIR / f"{name}.py", parameters=parameters)
     assert list((tmp_path / "figures").glob("*.png"))
+
+
+class SlowChannel:
+    """A kernel channel whose message is only seen by a poll that starts after ``ready_at``."""
+
+    def __init__(self, ready_at):
+        self.ready_at, self.polls = ready_at, []
+
+    async def get_msg(self, timeout=None):
+        import asyncio
+        import time
+        from queue import Empty
+
+        self.polls.append(timeout)
+        started = time.monotonic()
+        if started >= self.ready_at:
+            return {"msg": "reply"}
+        await asyncio.sleep(timeout)  # a poll that misses the message waits out its whole timeout
+        raise Empty
+
+
+def test_channels_are_polled_in_steps_until_their_timeout():
+    import asyncio
+    import time
+    from queue import Empty
+
+    from ragcal.study.notebooks import _poll_in_steps
+
+    # The message is there 0.15 s in: one poll of 30 s would miss it and wait 30 s; steps of 0.05 s find it.
+    channel = SlowChannel(ready_at=time.monotonic() + 0.15)
+    _poll_in_steps(channel, step=0.05)
+    started = time.monotonic()
+    assert asyncio.run(channel.get_msg(timeout=30)) == {"msg": "reply"}
+    assert time.monotonic() - started < 5 and 3 <= len(channel.polls) and max(channel.polls) == 0.05
+    # With nothing to read, it still gives up at the caller's timeout (the last step is shortened to fit).
+    channel = SlowChannel(ready_at=float("inf"))
+    _poll_in_steps(channel, step=0.05)
+    started = time.monotonic()
+    with pytest.raises(Empty):
+        asyncio.run(channel.get_msg(timeout=0.12))
+    assert 0.12 <= time.monotonic() - started < 2 and channel.polls[-1] < 0.05
+    # No timeout: it keeps polling in steps (nbclient cancels the task when the cell is done).
+    channel = SlowChannel(ready_at=time.monotonic() + 0.1)
+    _poll_in_steps(channel, step=0.05)
+    assert asyncio.run(channel.get_msg()) == {"msg": "reply"} and set(channel.polls) == {0.05}
