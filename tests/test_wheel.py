@@ -104,12 +104,16 @@ def test_the_readme_snippet_runs_from_the_wheel(installed):
 def test_reproduce_from_the_wheel(installed):
     python, work, _ = installed
     # `python -m ragcal` runs the console script's entry point (the script's shebang names the installing python).
-    # 50 splits: the pipeline end to end from the wheel (1,000 add minutes and nothing to this check).
+    # The pipeline end to end from the wheel, on 50 splits and two of the six chunkings: 1,000 splits add minutes,
+    # and the other four chunkings embed the whole corpus four times more (cold in CI, 2.5 minutes), and nothing
+    # to this check (the sweep itself is tested on a slice of the docs).
     arguments = ["-m", "ragcal", "reproduce", "--corpus", "fastapi", "--skip-notebooks", "--results", "out",
-                 "--splits", "50"]
+                 "--splits", "50", "--chunking", "headings-256,headings-512"]
     result = run(python, work, *arguments, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (work / "out" / "fastapi" / "summary.md").is_file() and (work / "out" / "fastapi" / "gates.csv").is_file()
+    chunking = (work / "out" / "fastapi" / "chunking.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in chunking[1:]] == ["headings-256", "headings-512"]
     assert "certified in" in (work / "out" / "fastapi" / "summary.md").read_text()
     assert (work / "out" / "fastapi" / "risk_coverage.csv").is_file()
 

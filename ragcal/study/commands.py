@@ -55,6 +55,13 @@ def add_parsers(commands) -> None:
         help="held-out half splits per evaluation (default 1000, what results/ holds); fewer for a quick look",
     )
     reproduce.add_argument(
+        "--chunking",
+        default=None,
+        metavar="VARIANTS",
+        help="comma-separated chunking variants to sweep, e.g. headings-256,fixed-500 (default: all six of "
+        "ragcal.chunk_sweep.CHUNKING_VARIANTS; headings-256, the baseline, must be one)",
+    )
+    reproduce.add_argument(
         "--skip-notebooks",
         action="store_true",
         help="write results/ only; do not execute the notebooks (which write figures/)",
@@ -99,6 +106,19 @@ def run_golden(args) -> int:
     return 1 if problems else 0
 
 
+def chunking_variants(names: str) -> dict:
+    """The variants of ``--chunking``: known names, the default (the baseline) among them, in the given order."""
+    from ..chunk_sweep import CHUNKING_VARIANTS, DEFAULT_VARIANT
+
+    chosen = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in CHUNKING_VARIANTS]
+    if unknown:
+        raise ValueError(f"--chunking: unknown variant {unknown[0]!r}; known: {', '.join(CHUNKING_VARIANTS)}")
+    if DEFAULT_VARIANT not in chosen:
+        raise ValueError(f"--chunking must include {DEFAULT_VARIANT}, the baseline of the paired differences")
+    return {name: CHUNKING_VARIANTS[name] for name in dict.fromkeys(chosen)}
+
+
 def run_reproduce(args) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
@@ -106,6 +126,7 @@ def run_reproduce(args) -> None:
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
+    variants = None if args.chunking is None else chunking_variants(args.chunking)
     second = args.second_model or SECOND_MODEL
     second = None if second.lower() == "none" else second
     if second is not None:  # a bad model name fails before any work
@@ -123,6 +144,7 @@ def run_reproduce(args) -> None:
         corpora=names,
         embedder=load_embedder(cache_dir=args.cache_dir),
         n_splits=args.splits,
+        variants=variants,
         reranker=args.reranker,
         second_model=second,
     )

@@ -140,6 +140,7 @@ def reproduce(
     corpora=None,
     embedder=None,
     n_splits: int = 1000,
+    variants=None,
     reranker=None,
     second_model: str | None = SECOND_MODEL,
     log=print,
@@ -153,6 +154,10 @@ def reproduce(
         (with its CSVs) when there are two corpora or more.
     corpora : sequence of str, default=None
         Names from :data:`ragcal.datasets.BUNDLED`; all of them when None.
+    variants : dict, default=None
+        The chunking sweep's variants (:data:`ragcal.chunk_sweep.CHUNKING_VARIANTS`
+        when None); they must include the default, the baseline of the paired
+        differences.
     reranker : str, default=None
         Cross-encoder for the "Reranker signals" section; None uses the tiny
         random one (see :mod:`ragcal.study.rerank`).
@@ -176,7 +181,13 @@ def reproduce(
     tables = {}
     for spec in [bundled(name) for name in names]:  # unknown names fail before any work
         tables[spec.name] = reproduce_corpus(
-            spec, results_dir / spec.name, embedder=embedder, n_splits=n_splits, reranker=reranker, log=log
+            spec,
+            results_dir / spec.name,
+            embedder=embedder,
+            n_splits=n_splits,
+            variants=variants,
+            reranker=reranker,
+            log=log,
         )
     if len(tables) > 1:
         write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)

@@ -352,3 +352,20 @@ def test_a_broken_signals_module_is_an_error_not_a_traceback(tmp_path, capsys):
         error = capsys.readouterr().err
         assert code != 0 and "signals module failed to load" in error and expected in error
         assert "Traceback" not in error
+
+
+def test_reproduce_chunking_names_a_bad_variant_before_any_work(tmp_path, capsys, no_model):
+    results = tmp_path / "results"
+    assert main(["reproduce", "--chunking", "headings-256,fixed-9", "--results", str(results)]) == 2
+    assert "--chunking: unknown variant 'fixed-9'; known: headings-128, headings-256" in capsys.readouterr().err
+    assert main(["reproduce", "--chunking", "fixed-500", "--results", str(results)]) == 2
+    assert "--chunking must include headings-256" in capsys.readouterr().err
+    assert not results.exists()
+
+
+def test_reproduce_chunking_keeps_the_order_given_once_each():
+    from ragcal.chunk_sweep import CHUNKING_VARIANTS
+    from ragcal.study.commands import chunking_variants
+
+    variants = chunking_variants(" fixed-500, headings-256,fixed-500,")
+    assert list(variants) == ["fixed-500", "headings-256"] and variants["fixed-500"] == CHUNKING_VARIANTS["fixed-500"]
