@@ -86,7 +86,8 @@ def truth_labels(review: pd.DataFrame, truth: pd.DataFrame, page_columns) -> lis
     labels = []
     for row, (question, retrieved) in enumerate(zip(review["id"], review[list(page_columns)].to_numpy().tolist())):
         entry = known.loc[question]
-        gold = [page for page in dict.fromkeys(retrieved) if page and page in set(entry["gold"])]
+        true_pages = set(entry["gold"])
+        gold = [page for page in dict.fromkeys(retrieved) if page and page in true_pages]
         labels.append(
             {"row": row, "answerable": bool(entry["answerable"]), "slice": entry["slice"], "gold": gold}
         )

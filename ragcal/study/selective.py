@@ -42,7 +42,7 @@ from ..gates import (
     support_levels,
     table_support,
 )
-from ..metrics.selective import paired_selective_difference, risk_coverage, selective_summary
+from ..metrics.selective import risk_coverage, selective_comparison
 from ..score_tables import signal_columns
 from ..signals import SIGNALS
 
@@ -144,7 +144,7 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
         ``name, measure, value, low, high, difference, difference_low, difference_high, lower, rank`` (rank by AURC).
     """
     strata = table["slice"].to_numpy()
-    curves, rows = [], []
+    curves = []
     inputs = {}
     for name in _signals(table):
         higher = SIGNALS[name].higher_is_answerable
@@ -159,19 +159,9 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
     if learned is not None:
         inputs[LEARNED_CURVE] = learned
         curves.append(risk_coverage(*learned[:2]).assign(kind="gate curve", name=LEARNED_CURVE))
-    baseline = inputs[BASELINE_SIGNAL]
-    for name, (scores, levels, higher) in inputs.items():
-        summary = selective_summary(
-            scores, levels, strata=strata, higher_is_answerable=higher, n_resamples=n_resamples, random_state=random_state
-        )
-        paired = paired_selective_difference(
-            (scores, levels, higher), baseline, strata=strata, n_resamples=n_resamples, random_state=random_state
-        )
-        merged = summary.merge(
-            paired.rename(columns={"low": "difference_low", "high": "difference_high"}), on="measure"
-        )
-        rows.append(merged.assign(name=name))
-    summary = pd.concat(rows, ignore_index=True)
+    summary = selective_comparison(
+        inputs, baseline=BASELINE_SIGNAL, strata=strata, n_resamples=n_resamples, random_state=random_state
+    )
     aurc = summary[summary["measure"] == "aurc"].set_index("name")["value"]
     summary["rank"] = summary["name"].map(aurc.rank(method="min").astype(int))
     summary = summary.sort_values(["rank", "name", "measure"], kind="stable").reset_index(drop=True)

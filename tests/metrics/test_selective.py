@@ -5,7 +5,13 @@ import math
 import numpy as np
 import pytest
 
-from ragcal.metrics.selective import paired_selective_difference, risk_coverage, selective_areas, selective_summary
+from ragcal.metrics.selective import (
+    paired_selective_difference,
+    risk_coverage,
+    selective_areas,
+    selective_comparison,
+    selective_summary,
+)
 
 
 def test_curve_and_areas_by_hand():
@@ -63,3 +69,40 @@ def test_bootstrap_interval_holds_the_value_and_pairs_cancel():
     assert np.allclose(same[["difference", "low", "high"]], 0.0)
     worse = paired_selective_difference((-scores, support), (scores, support), strata=strata, n_resamples=200)
     assert (worse["difference"] > 0).all() and (worse["low"] > 0).all()
+
+
+def test_the_comparison_is_the_summary_and_the_paired_difference_of_each_input():
+    rng = np.random.default_rng(11)
+    n = 60
+    strata = rng.choice(["answerable", "near-domain", "unrelated"], size=n)
+    levels = np.where(rng.random(n) < 0.6, rng.random(n), -np.inf)
+    inputs = {
+        "base": (rng.random(n), levels),
+        "tied": (np.round(rng.random(n), 1), levels > 0.3),
+        "lower_is_answerable": (rng.random(n), rng.random(n) < 0.5, False),
+        "with_nan": (np.where(rng.random(n) < 0.2, np.nan, rng.random(n)), levels),
+    }
+    table = selective_comparison(inputs, baseline="base", strata=strata, n_resamples=300, random_state=4)
+    assert list(table["name"]) == [name for name in inputs for _ in range(3)]
+    for name, entry in inputs.items():
+        higher = entry[2] if len(entry) == 3 else True
+        summary = selective_summary(
+            entry[0], entry[1], strata=strata, higher_is_answerable=higher, n_resamples=300, random_state=4
+        )
+        paired = paired_selective_difference(
+            (entry[0], entry[1], higher), inputs["base"], strata=strata, n_resamples=300, random_state=4
+        )
+        rows = table[table["name"] == name].reset_index(drop=True)
+        for column in ("value", "low", "high"):
+            np.testing.assert_array_equal(rows[column], summary[column], err_msg=f"{name} {column}")
+        for ours, theirs in (("difference", "difference"), ("difference_low", "low"), ("difference_high", "high"),
+                             ("lower", "lower")):
+            np.testing.assert_array_equal(rows[ours], paired[theirs], err_msg=f"{name} {ours}")
+    base = table[table["name"] == "base"]
+    assert (base[["difference", "difference_low", "difference_high", "lower"]] == 0).all().all()
+    with pytest.raises(ValueError, match="the baseline 'nope' is not one of the inputs"):
+        selective_comparison(inputs, baseline="nope")
+    with pytest.raises(ValueError, match=r"different numbers of questions: \[3, 60\]"):
+        selective_comparison({**inputs, "short": ([0.1, 0.2, 0.3], [True, False, True])}, baseline="base")
+    empty = selective_comparison(inputs, baseline="base", n_resamples=0)
+    assert empty["low"].isna().all() and empty["lower"].isna().all() and empty["value"].notna().all()
