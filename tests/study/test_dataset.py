@@ -5,9 +5,19 @@ import pytest
 
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import Document, load_corpus
-from ragcal.datasets import FASTAPI_QUERIES
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
 from ragcal.labeling import keyword_check
 from ragcal.queries import load_queries
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return load_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
+
+
+@pytest.fixture(scope="module")
+def chunks(documents):
+    return chunk_by_headings(documents)
 
 
 @pytest.fixture(scope="module")

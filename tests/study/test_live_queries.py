@@ -5,7 +5,9 @@ import re
 import pandas as pd
 import pytest
 
-from ragcal.datasets import FASTAPI_LIVE_QUERIES, FASTAPI_QUERIES, RUST_BOOK_QUERIES
+from ragcal.chunking import chunk_by_headings
+from ragcal.corpus import load_corpus
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_LIVE_QUERIES, FASTAPI_QUERIES, RUST_BOOK_QUERIES
 from ragcal.labeling import keyword_check
 from ragcal.queries import load_queries
 
@@ -24,6 +26,16 @@ EVIDENCE = {
     "la11": ("project-generation.md", r"PostgreSQL.*?React.*?Docker Compose"),
     "la12": ("tutorial/path-params.md", r"\{file_path:path\}"),
 }
+
+
+@pytest.fixture(scope="module")
+def documents():
+    return load_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
+
+
+@pytest.fixture(scope="module")
+def chunks(documents):
+    return chunk_by_headings(documents)
 
 
 @pytest.fixture(scope="module")
