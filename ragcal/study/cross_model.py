@@ -41,7 +41,7 @@ from .._io import atomic_write_text
 from ..calibration import fit_rule, split_by_slice
 from ..formatting import format_interval
 from ..metrics import DegenerateInputWarning, auc_bootstrap, outcome_table
-from ..metrics.selective import paired_selective_difference, selective_summary
+from ..metrics.selective import selective_comparison
 from ..score_tables import unanswerable_slices
 from ..signals import SIGNALS
 
@@ -181,29 +181,24 @@ def aurc_by_model(tables: dict, support: dict, signals, *, n_resamples: int = 20
         inputs = {
             label: (tables[label][signal].to_numpy(dtype=float), support[label][signal], higher) for label in labels
         }
+        # Both models on the same bootstrap draws; the difference is the second model minus the first.
+        compared = selective_comparison(
+            inputs, baseline=labels[0], strata=strata, n_resamples=n_resamples, random_state=random_state
+        )
+        aurc = compared[compared["measure"] == "aurc"].set_index("name")
         row = {"signal": signal}
         for label in labels:
-            summary = selective_summary(
-                *inputs[label][:2],
-                strata=strata,
-                higher_is_answerable=higher,
-                n_resamples=n_resamples,
-                random_state=random_state,
-            ).set_index("measure")
             row.update(
                 {
-                    f"{label}_aurc": summary.loc["aurc", "value"],
-                    f"{label}_low": summary.loc["aurc", "low"],
-                    f"{label}_high": summary.loc["aurc", "high"],
+                    f"{label}_aurc": aurc.loc[label, "value"],
+                    f"{label}_low": aurc.loc[label, "low"],
+                    f"{label}_high": aurc.loc[label, "high"],
                 }
             )
-        paired = paired_selective_difference(
-            inputs[labels[1]], inputs[labels[0]], strata=strata, n_resamples=n_resamples, random_state=random_state
-        ).set_index("measure")
         row.update(
-            difference=paired.loc["aurc", "difference"],
-            difference_low=paired.loc["aurc", "low"],
-            difference_high=paired.loc["aurc", "high"],
+            difference=aurc.loc[labels[1], "difference"],
+            difference_low=aurc.loc[labels[1], "difference_low"],
+            difference_high=aurc.loc[labels[1], "difference_high"],
         )
         rows.append(row)
     return pd.DataFrame(rows)
