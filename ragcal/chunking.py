@@ -28,6 +28,7 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
+from ._params import check_int
 from .corpus import Document, strip_heading_anchor
 
 __all__ = [
@@ -329,11 +330,7 @@ def chunk_by_headings(documents, *, max_tokens: int | None = 256) -> list[Chunk]
         followed by a sub-heading) produce no chunk; their titles live on in
         the heading paths below them.
     """
-    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise ValueError(
-            "The 'max_tokens' parameter of chunk_by_headings must be a positive int or None (whole sections). "
-            f"Got {max_tokens!r} instead."
-        )
+    max_tokens = check_int(max_tokens, "max_tokens", "chunk_by_headings", low=1, allow_none=True)
     documents = list(documents)
     titles = _section_titles(documents)
     chunks: list[Chunk] = []
@@ -392,12 +389,8 @@ def chunk_fixed_size(documents, *, size: int = 500, overlap: int = 0) -> list[Ch
     -------
     list of Chunk
     """
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"The 'size' parameter of chunk_fixed_size must be a positive int. Got {size!r} instead.")
-    if not isinstance(overlap, int) or not 0 <= overlap < size:
-        raise ValueError(
-            f"The 'overlap' parameter of chunk_fixed_size must be an int in [0, size). Got {overlap!r} instead."
-        )
+    size = check_int(size, "size", "chunk_fixed_size", low=1)
+    overlap = check_int(overlap, "overlap", "chunk_fixed_size", low=0, high=size - 1)
     chunks = []
     for document in documents:
         spans = [match.span() for match in _TOKEN.finditer(document.text)]

@@ -34,6 +34,8 @@ import copy
 import dataclasses
 import json
 
+from ._params import check_int, parameter_error
+
 __all__ = ["MAX_QUERY_CHARS", "INSTALL_HINT", "require_serve_dependencies", "create_app"]
 
 #: Longest question ``POST /decide`` accepts, in characters (Python ``len``). MiniLM reads only its first
@@ -328,11 +330,8 @@ def create_app(
     from .gates import Gate
 
     if not isinstance(gate, Gate):
-        raise TypeError(f"The 'gate' parameter of create_app must be a Gate. Got {type(gate).__name__} instead.")
-    if not isinstance(max_query_chars, int) or isinstance(max_query_chars, bool) or max_query_chars < 1:
-        raise ValueError(
-            f"The 'max_query_chars' parameter of create_app must be a positive int. Got {max_query_chars!r} instead."
-        )
+        raise parameter_error("gate", "create_app", "a Gate", type(gate).__name__, error=TypeError)
+    check_int(max_query_chars, "max_query_chars", "create_app", low=1)
     missing = [name for name in gate.retrievers if name not in index.retriever_names]
     if missing:
         raise ValueError(f"the gate reads retriever view(s) {missing}, which the index does not offer")

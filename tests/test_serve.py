@@ -298,7 +298,7 @@ def test_create_app_checks_its_arguments():
 
     with pytest.raises(TypeError, match="'gate' parameter of create_app must be a Gate"):
         create_app({"type": "threshold"}, None)
-    with pytest.raises(ValueError, match="'max_query_chars' parameter of create_app must be a positive int"):
+    with pytest.raises(ValueError, match="'max_query_chars' parameter of create_app must be an int >= 1. Got 0"):
         create_app(GATE, None, max_query_chars=0)
 
 

@@ -10,6 +10,7 @@ from typing import ClassVar, Mapping
 import numpy as np
 import pandas as pd
 
+from .._params import parameter_error
 from ..retrieval.base import RetrievalResult
 
 __all__ = ["ACTIONS", "TIERS", "Decision", "Gate", "GATE_TYPES", "gate_from_dict", "register_gate_type"]
@@ -59,7 +60,7 @@ class Decision:
 
     def __post_init__(self):
         if self.action not in ACTIONS:
-            raise ValueError(f"Decision action must be one of {ACTIONS}. Got {self.action!r} instead.")
+            raise parameter_error("action", "Decision", f"one of {', '.join(map(repr, ACTIONS))}", self.action)
         passages = tuple((str(chunk_id), float(score)) for chunk_id, score in self.passages)
         if self.action == "refuse" and passages:
             raise ValueError("a refusal passes no passages on")

@@ -9,6 +9,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .._params import parameter_error
 from ._numbers import to_json_number
 from .base import Decision, Gate, actions_frame, register_gate_type
 from .threshold import _check_max_passages, cut_passages
@@ -71,7 +72,7 @@ class FloorGapGate(Gate):
         for name in ("floor", "min_gap"):
             value = float(getattr(self, name))
             if math.isnan(value):
-                raise ValueError(f"The '{name}' parameter of FloorGapGate must be a number. Got nan instead.")
+                raise parameter_error(name, "FloorGapGate", "a number", value)
             object.__setattr__(self, name, value)
         _check_max_passages(self.max_passages, "FloorGapGate")
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._params import check_choice
 from ..calibration import fit_threshold
 from ..score_tables import check_score_table
 from ._style import _finish, _mark_thresholds, _new_axes, figure_style, slice_colours
@@ -77,11 +78,7 @@ class ScoreDistributionDisplay:
         self, ax=None, *, kind: str = "hist", legend: bool = True, name=None, **kwargs
     ) -> "ScoreDistributionDisplay":
         """Draw as ``"hist"`` (step histograms), ``"ecdf"`` or ``"strip"`` (one row per slice)."""
-        if kind not in ("hist", "ecdf", "strip"):
-            raise ValueError(
-                f"The 'kind' parameter of ScoreDistributionDisplay.plot must be one of "
-                f"('hist', 'ecdf', 'strip'). Got {kind!r} instead."
-            )
+        check_choice(kind, "kind", "ScoreDistributionDisplay.plot", ("hist", "ecdf", "strip"))
         with figure_style():
             ax = _new_axes(ax)
             colours = slice_colours(self.scores)

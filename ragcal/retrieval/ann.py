@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._params import check_choice, check_int
+
 if TYPE_CHECKING:
     import faiss
 
@@ -61,21 +63,10 @@ class DenseIndexSpec:
     nprobe: int = 8
 
     def __post_init__(self):
-        if self.kind not in DENSE_INDEXES:
-            raise ValueError(
-                f"The 'index' parameter of DenseRetriever (DenseIndexSpec.kind) must be one of {DENSE_INDEXES}. "
-                f"Got {self.kind!r} instead."
-            )
+        check_choice(self.kind, "index", "DenseRetriever (DenseIndexSpec.kind)", DENSE_INDEXES)
         for name in ("hnsw_m", "ef_construction", "ef_search", "nprobe"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise ValueError(
-                    f"The '{name}' parameter of DenseIndexSpec must be an int >= 1. Got {value!r} instead."
-                )
-        if self.nlist is not None and (not isinstance(self.nlist, (int, np.integer)) or self.nlist < 1):
-            raise ValueError(
-                f"The 'nlist' parameter of DenseIndexSpec must be an int >= 1 or None. Got {self.nlist!r}."
-            )
+            check_int(getattr(self, name), name, "DenseIndexSpec", low=1)
+        check_int(self.nlist, "nlist", "DenseIndexSpec", low=1, allow_none=True)
 
     def resolved_nlist(self, n_vectors: int) -> int:
         if self.nlist is not None:

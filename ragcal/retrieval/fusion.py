@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .._params import check_float, check_int
 from .base import RetrievalResult
 
 __all__ = ["reciprocal_rank_fusion"]
@@ -34,15 +35,9 @@ def reciprocal_rank_fusion(
         Fused scores, best first. Ties are broken by the best single rank,
         then by chunk id, so the order is deterministic.
     """
-    if not isinstance(k, (int, float)) or k < 0:
-        raise ValueError(
-            f"The 'k' parameter of reciprocal_rank_fusion must be a non-negative number. Got {k!r} instead."
-        )
+    check_float(k, "k", "reciprocal_rank_fusion", low=0, low_open=False)
     for parameter, value in (("depth", depth), ("top", top)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(
-                f"The '{parameter}' parameter of reciprocal_rank_fusion must be a positive int. Got {value!r} instead."
-            )
+        check_int(value, parameter, "reciprocal_rank_fusion", low=1)
     results = list(results)
     fused: dict[str, float] = defaultdict(float)
     best_rank: dict[str, int] = {}

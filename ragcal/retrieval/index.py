@@ -19,6 +19,7 @@ from itertools import repeat
 from pathlib import Path
 
 from .. import __version__
+from .._params import check_choice
 from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
@@ -278,8 +279,7 @@ def chunk_corpus(
     chunking : dict
         The chunker and its options, for provenance.
     """
-    if chunker not in CHUNKERS:
-        raise ValueError(f"The 'chunker' parameter of chunk_corpus must be one of {CHUNKERS}. Got {chunker!r} instead.")
+    check_choice(chunker, "chunker", "chunk_corpus", CHUNKERS)
     exclude = tuple(exclude)
     documents = load_corpus(corpus_dir, expand_includes=expand_includes, exclude=exclude)
     if chunker == "headings":
@@ -392,8 +392,7 @@ def build_index(
         Nothing is saved without a cache (``use_cache=False``) or with an
         embedder of your own that has none.
     """
-    if chunker not in CHUNKERS:
-        raise ValueError(f"The 'chunker' parameter of build_index must be one of {CHUNKERS}. Got {chunker!r} instead.")
+    check_choice(chunker, "chunker", "build_index", CHUNKERS)
     if isinstance(reranker, (str, Path)):
         from .rerank import CrossEncoderReranker
 

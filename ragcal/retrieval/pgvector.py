@@ -47,6 +47,7 @@ import re
 
 import numpy as np
 
+from .._params import check_int, parameter_error
 from ..access import DEFAULT_ACCESS, parse_levels
 from .base import RetrievalResult
 from .views import view_key
@@ -115,15 +116,11 @@ class PgvectorRetriever:
     ):
         import psycopg
 
-        if not _IDENTIFIER.match(table):
-            raise ValueError(
-                f"The 'table' parameter of PgvectorRetriever must be a plain SQL identifier "
-                f"(letters, digits, underscores). Got {table!r} instead."
+        if not isinstance(table, str) or not _IDENTIFIER.match(table):
+            raise parameter_error(
+                "table", "PgvectorRetriever", "a plain SQL identifier (letters, digits, underscores)", table
             )
-        if not isinstance(ef_search, int) or not 1 <= ef_search <= 1000:
-            raise ValueError(
-                f"The 'ef_search' parameter of PgvectorRetriever must be an int in [1, 1000]. Got {ef_search!r}."
-            )
+        check_int(ef_search, "ef_search", "PgvectorRetriever", low=1, high=1000)
         self.url = url
         self.table = table
         self.embedder = embedder

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import sha256_file
+from .._params import check_int
 from .base import RetrievalResult
 
 __all__ = ["CrossEncoderReranker", "RerankerLoadError", "RerankCache", "build_tiny_cross_encoder"]
@@ -148,8 +149,7 @@ class CrossEncoderReranker:
         name: str = "rerank",
         local_files_only: bool = False,
     ):
-        if not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"The 'depth' parameter of CrossEncoderReranker must be a positive int. Got {depth!r}.")
+        check_int(depth, "depth", "CrossEncoderReranker", low=1)
         from ..embedding import default_cache_dir
 
         self.model_name = str(model)
