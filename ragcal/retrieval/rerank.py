@@ -269,7 +269,7 @@ class CrossEncoderReranker:
         return {"reranker": self.model_name, "reranker_fingerprint": self.fingerprint, "rerank_depth": self.depth}
 
 
-def build_tiny_cross_encoder(folder, *, seed: int = 0, hidden_size: int = 8, layers: int = 2) -> Path:
+def build_tiny_cross_encoder(folder, *, random_state: int = 0, hidden_size: int = 8, layers: int = 2) -> Path:
     """Save a tiny, randomly initialised BERT cross-encoder (about 250,000 parameters) to ``folder``.
 
     It uses the bundled MiniLM tokenizer, so it needs no download. Its scores
@@ -295,7 +295,7 @@ def build_tiny_cross_encoder(folder, *, seed: int = 0, hidden_size: int = 8, lay
         initializer_range=0.5,  # wide enough that random scores differ visibly between pairs
     )
     generator_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
+    torch.manual_seed(random_state)
     try:
         model = BertForSequenceClassification(config)
     finally:

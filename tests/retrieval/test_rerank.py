@@ -35,7 +35,7 @@ def test_the_tiny_model_is_tiny_and_loads_through_sentence_transformers(tiny_mod
     assert reranker.fingerprint.startswith("tiny-ce@") and reranker.fingerprint.endswith("/max256/Sigmoid")
     # Deterministic: the same seed gives the same weights, another seed other weights.
     again = build_tiny_cross_encoder(tiny_model.parent / "again" / "tiny-ce")
-    other = build_tiny_cross_encoder(tiny_model.parent / "other" / "tiny-ce", seed=1)
+    other = build_tiny_cross_encoder(tiny_model.parent / "other" / "tiny-ce", random_state=1)
     assert CrossEncoderReranker(str(again)).fingerprint == reranker.fingerprint
     assert CrossEncoderReranker(str(other)).fingerprint != reranker.fingerprint
 
@@ -67,7 +67,7 @@ def test_scores_are_cached_by_fingerprint_and_pair(reranker, tiny_model, tmp_pat
     fresh.score_pairs([("q three", "passage a")])
     assert fresh.last_stats == {"cached": 0, "scored": 1}
     # Another model with the same folder name never reads these scores.
-    other = build_tiny_cross_encoder(tmp_path / "elsewhere" / tiny_model.name, seed=3)
+    other = build_tiny_cross_encoder(tmp_path / "elsewhere" / tiny_model.name, random_state=3)
     stranger = CrossEncoderReranker(str(other), cache_dir=tmp_path / "cache")
     scores = stranger.score_pairs(pairs)
     assert stranger.last_stats == {"cached": 0, "scored": 3} and not np.allclose(scores, first)
@@ -148,7 +148,7 @@ def test_a_gate_on_reranker_scores_needs_the_same_reranker(tmp_path, reranker, t
     assert load_gate(path, index=ranked).signal == "rerank_top1"
     with pytest.raises(GateFileError, match="reranker .* no reranker"):
         load_gate(path, index=plain)
-    other = build_tiny_cross_encoder(tmp_path / "other" / "tiny-ce", seed=5)
+    other = build_tiny_cross_encoder(tmp_path / "other" / "tiny-ce", random_state=5)
     elsewhere = build_index(root, embedder=HashEmbedder(), exclude=(), reranker=str(other))
     with pytest.raises(GateFileError, match="another reranker's scale"):
         load_gate(path, index=elsewhere)
@@ -207,7 +207,7 @@ def test_score_fit_gate_ask_with_reranker_and_access(fastapi_slice, tmp_path, ca
     assert code == 0, captured.err
     assert "stage rerank (confident): rerank_top1 >=" in captured.out
     assert json.loads(gate.read_text())["provenance"]["reranker_fingerprint"] == meta["reranker_fingerprint"]
-    other = build_tiny_cross_encoder(tmp_path / "other" / "tiny-ce", seed=9)
+    other = build_tiny_cross_encoder(tmp_path / "other" / "tiny-ce", random_state=9)
     code = main(["fit-gate", str(scores), "--gate", "chain", "--out", str(tmp_path / "x.json"), "--reranker", str(other)])
     assert code != 0 and "score it with `ragcal score --reranker" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
