@@ -58,9 +58,9 @@ __all__ = [
 LEARNED_RULE = "keep@0.95"
 #: The single signal the learned gates are compared with.
 BASELINE_SIGNAL = "dense_top1"
-#: Splits of ``make reproduce`` (at most this many). The full 1,000 take about 30 seconds per bundled corpus on two
-#: busy cores (three signal sets, a 5-fold out-of-fold threshold each: 18 logistic regressions a split), against 3 to
-#: 8 minutes before the fits skipped scikit-learn's input checks (``benchmarks/bench_learned.py`` times both).
+#: Splits of ``make reproduce`` (at most this many). The full 1,000 take one to two minutes per bundled corpus on two
+#: busy cores (three signal sets, a 5-fold out-of-fold threshold each: 18 logistic regressions a split; see
+#: ``benchmarks/README.md``).
 LEARNED_SPLITS = 1000
 #: (slice, outcome) pairs with a paired difference; higher is better for each except :data:`LOWER_IS_BETTER`.
 COMPARED_OUTCOMES = (
