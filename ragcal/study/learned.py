@@ -349,7 +349,9 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
         for gate in table.columns:
             rows.append(
                 {"gate": gate, "slice": slice_name, "outcome": outcome}
-                | _paired(table[gate], table[base], is_baseline=gate == base, lower_is_better=outcome in LOWER_IS_BETTER)
+                | _paired(
+                    table[gate], table[base], is_baseline=gate == base, lower_is_better=outcome in LOWER_IS_BETTER
+                )
             )
     outcome_summary = pd.DataFrame(rows)
 
