@@ -1,29 +1,33 @@
 """Learned-gate study benchmark: the code of a commit against this checkout (or another tree), side by side.
 
-Run with ``.venv/bin/python benchmarks/bench_learned.py --base <commit>``. For
+Run with ``.venv/bin/python benchmarks/bench_learned.py --splits 50``. For
 each bundled corpus it runs :func:`ragcal.study.learned.evaluate_learned_gates`
-(the call of ``make reproduce``: every candidate signal set,
-``LEARNED_SPLITS`` nested half splits, support from the TREC runs) on the
-score table and runs under ``results/<corpus>/``, once with the code of
-``--base`` (checked out into a clone under /tmp) and once with the code of
-``--after`` (default: this checkout as it is), alternating between the two so
-that both see the same load on a shared machine. Each run is a subprocess
-with ``PYTHONPATH`` set to its tree; it writes its CSVs under ``--out``. The
-script prints the seconds of each run, the ratio of the best, and whether the
-CSVs are byte-equal, to each other and (with the full ``LEARNED_SPLITS``) to
-the ``results/<corpus>/learned_*.csv`` that ``make reproduce`` wrote.
+(the call of ``make reproduce``: every candidate signal set, ``--splits``
+nested half splits, ``LEARNED_SPLITS`` by default, support from the TREC runs)
+on the score table and runs under ``results/<corpus>/``, once with the code of
+``--base`` (default 12c75d8, the last commit whose default logistic regression
+drove scipy's private L-BFGS-B routine and scikit-learn's private loss by
+hand; checked out into a throw-away git worktree under /tmp, removed at the
+end) and once with the code of ``--after`` (default: this checkout as it
+is), alternating between the two so that both see the same load on a shared
+machine. Each run is a subprocess with ``PYTHONPATH`` set to its tree; it
+writes its CSVs under ``--out``. The script prints the seconds of each run,
+the ratio of the best (after / before), and whether the per-split tables and
+CSVs are equal, to each other and (with the full ``LEARNED_SPLITS``) to the
+``results/<corpus>/learned_*.csv`` that ``make reproduce`` wrote.
 ``--transfer`` also times :func:`ragcal.study.learned.learned_transfer` on the
 two tables (``results/learned_transfer.csv``). Nothing is asserted; the
-numbers are the output.
+numbers are the output (``benchmarks/README.md`` records them).
 
 One run of one version on one corpus (prints its seconds)::
 
-    PYTHONPATH=/tmp/some_clone .venv/bin/python benchmarks/bench_learned.py --run fastapi --out /tmp/learned_new
+    PYTHONPATH=/tmp/some_tree .venv/bin/python benchmarks/bench_learned.py --run fastapi --out /tmp/learned_new
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import filecmp
 import os
 import subprocess
@@ -90,12 +94,15 @@ def timed_subprocess(code_root: Path, what: str, out: Path, n_splits: int | None
     return float(finished.stdout.strip().splitlines()[-1])
 
 
-def base_clone(commit: str) -> Path:
-    clone = Path(f"/tmp/learned_base_{commit[:12]}")
-    if not clone.exists():
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        subprocess.run(["git", "-C", str(clone), "checkout", "-q", commit], check=True)
-    return clone
+@contextlib.contextmanager
+def base_worktree(commit: str):
+    """A detached git worktree of ``commit`` under /tmp, removed on the way out."""
+    tree = Path(f"/tmp/learned-old-{commit[:12]}")
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), commit], check=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
 
 
 def same(first: Path, second: Path) -> str:
@@ -131,7 +138,8 @@ def compare(corpora, base_root: Path, after_root: Path, out: Path, n_splits, rep
         print(
             f"{what}: before {', '.join(f'{value:.1f}' for value in seconds['before'])} s, "
             f"after {', '.join(f'{value:.1f}' for value in seconds['after'])} s; "
-            f"best of {repeats}: {best_before:.1f} s -> {best_after:.1f} s, {best_before / best_after:.1f}x faster"
+            f"best of {repeats}: {best_before:.1f} s -> {best_after:.1f} s, "
+            f"after / before = {best_after / best_before:.2f}"
         )
         before, after = out / "before" / what, out / "after" / what
         if what != "transfer":
@@ -146,7 +154,7 @@ def compare(corpora, base_root: Path, after_root: Path, out: Path, n_splits, rep
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="HEAD", help="commit of the 'before' code (default: HEAD)")
+    parser.add_argument("--base", default="12c75d8", help="commit of the 'before' code (default: 12c75d8)")
     parser.add_argument(
         "--after", type=Path, default=ROOT, help="code of the 'after' runs (default: this checkout, as it is)"
     )
@@ -165,10 +173,11 @@ def main(argv=None) -> None:
         commit = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", args.base], check=True, capture_output=True, text=True
         ).stdout.strip()
-        print(f"before: {commit[:12]} (clone {base_clone(commit)}); after: {args.after}")
-        compare(
-            args.corpus or CORPORA, base_clone(commit), args.after, args.out, args.splits, args.repeats, args.transfer
-        )
+        print(f"splits: {args.splits or 'LEARNED_SPLITS'}, load average before: {os.getloadavg()[0]:.2f}")
+        with base_worktree(commit) as base:
+            print(f"before: {commit[:12]} (worktree {base}); after: {args.after}")
+            compare(args.corpus or CORPORA, base, args.after, args.out, args.splits, args.repeats, args.transfer)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

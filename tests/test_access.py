@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ragcal.access import AccessMapError, AccessPolicy, AccessWarning, load_access_map, parse_levels
 from ragcal.embedding import ModelSpec
 from ragcal.gates import FallbackChain, FloorGapGate, LearnedGate, Stage, ThresholdGate, ask, load_gate, save_gate
-from ragcal.gates.learned import LinearScore
+from ragcal.gates.learned_score import LinearScore
 from ragcal.gates.refusal import CorpusDescription
 from ragcal.qpp import QPP_SIGNALS
 from ragcal.retrieval import BM25Retriever

@@ -13,7 +13,7 @@ import pytest
 
 from ragcal.cli import main
 from ragcal.gates import FallbackChain, FloorGapGate, LearnedGate, Stage, ThresholdGate, ask, load_gate, save_gate
-from ragcal.gates.learned import LinearScore
+from ragcal.gates.learned_score import LinearScore
 from ragcal.retrieval.fusion import reciprocal_rank_fusion
 from ragcal.retrieval.index import build_index
 from ragcal.retrieval.views import ViewMismatchError

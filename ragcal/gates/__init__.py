@@ -49,7 +49,8 @@ from .fit import (
     retriever_features,
 )
 from .floor_gap import FloorGapGate
-from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, LinearScore, fit_learned_gate, fit_learned_score
+from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, fit_learned_gate
+from .learned_score import LinearScore, fit_learned_score
 from .refusal import CorpusDescription, hedge_message, refusal_message
 from .support import (
     bar_support,

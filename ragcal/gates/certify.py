@@ -525,7 +525,8 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
         With ``fit_rows`` in its candidates' ``attrs``: how many rows fitted the model.
     """
     from ..calibration import fit_threshold
-    from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, _matrix, fit_learned_score
+    from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate
+    from .learned_score import fit_learned_score, signal_matrix
     from .support import bar_support
 
     signals = tuple(DEFAULT_LEARNED_SIGNALS if signals is None else signals)
@@ -539,7 +540,7 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
     fit_table, certify_table = table[fitting], table[~fitting].reset_index(drop=True)
     model = fit_learned_score(fit_table, signals, random_state=random_state)
     bar = fit_threshold(passage_rule, fit_table["dense_top1"], fit_table["answerable"])
-    scores = model.score(_matrix(certify_table, signals))
+    scores = model.score(signal_matrix(certify_table, signals))
     candidates = _threshold_grid(scores, None, fixed_sequence=_resolve_method(rules, method) == "fixed_sequence")
     answered = np.isfinite(scores)[None, :] & (scores[None, :] >= candidates[:, None])
     supported = None

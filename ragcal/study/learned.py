@@ -38,7 +38,8 @@ from ..calibration import split_by_slice
 from ..chunking import page_of
 from ..gates import LearnedGate, ThresholdGate, fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
 from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _groups
-from ..gates.learned import DEFAULT_LEARNED_SIGNALS, LinearScore, _fit_learned_gates, _strata
+from ..gates.learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gates, fold_strata
+from ..gates.learned_score import LinearScore
 from ..score_tables import check_score_table, unanswerable_slices
 from ..signals import SIGNALS
 
@@ -57,9 +58,9 @@ __all__ = [
 LEARNED_RULE = "keep@0.95"
 #: The single signal the learned gates are compared with.
 BASELINE_SIGNAL = "dense_top1"
-#: Splits of ``make reproduce`` (at most this many). The full 1,000 take about 30 seconds per bundled corpus on two
-#: busy cores (three signal sets, a 5-fold out-of-fold threshold each: 18 logistic regressions a split), against 3 to
-#: 8 minutes before the fits skipped scikit-learn's input checks (``benchmarks/bench_learned.py`` times both).
+#: Splits of ``make reproduce`` (at most this many). The full 1,000 take one to two minutes per bundled corpus on two
+#: busy cores (three signal sets, a 5-fold out-of-fold threshold each: 18 logistic regressions a split; see
+#: ``benchmarks/README.md``).
 LEARNED_SPLITS = 1000
 #: (slice, outcome) pairs with a paired difference; higher is better for each except :data:`LOWER_IS_BETTER`.
 COMPARED_OUTCOMES = (
@@ -214,7 +215,7 @@ def heldout_learned(
     slices = table["slice"].to_numpy()
     higher = SIGNALS[baseline].higher_is_answerable if baseline in SIGNALS else True
     base = baseline_gate_name(baseline)
-    strata = _strata(table)
+    strata = fold_strata(table)
     support = None if results is None else _HeldOutSupport(results, gold)
     outcome_rows, auc_rows, coefficient_rows = [], [], []
     for split in range(n_splits):
@@ -228,7 +229,7 @@ def heldout_learned(
         groups = _groups(evaluation, everyone=support is not None)
         gates = {base: fit_threshold_gate(fitting, baseline, rule)}
         # Every set in one call: the folds and the cosine bar are the same for all of them (the table was checked).
-        learned = _fit_learned_gates(
+        learned = fit_learned_gates(
             fitting,
             rule,
             signal_sets,
@@ -348,7 +349,9 @@ def summarize_learned(heldout: dict, *, baseline: str = BASELINE_SIGNAL) -> dict
         for gate in table.columns:
             rows.append(
                 {"gate": gate, "slice": slice_name, "outcome": outcome}
-                | _paired(table[gate], table[base], is_baseline=gate == base, lower_is_better=outcome in LOWER_IS_BETTER)
+                | _paired(
+                    table[gate], table[base], is_baseline=gate == base, lower_is_better=outcome in LOWER_IS_BETTER
+                )
             )
     outcome_summary = pd.DataFrame(rows)
 
