@@ -36,7 +36,6 @@ def split_by_slice(slices, *, random_state=0) -> np.ndarray:
     return calibration
 
 
-
 def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
     outcome = outcome_table(
         table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable, intervals=False
@@ -103,7 +102,6 @@ def heldout_outcomes(
                 {"split": split, "rule": rule, "threshold": threshold, "fallback": fallback, **outcome.to_dict()}
             )
     return pd.DataFrame(rows)
-
 
 
 def summarize_heldout(heldout: pd.DataFrame, *, answerable: bool = True, unanswerable: bool = True) -> pd.DataFrame:

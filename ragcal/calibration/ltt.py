@@ -317,7 +317,6 @@ def certify_candidates(answered, supported, answerable, rules, *, delta: float =
     return Certificate(table, tuple(keys), float(delta), method, chosen, names_of_parameters)
 
 
-
 #: Default number of candidate thresholds when every candidate costs level (Holm, Bonferroni).
 N_CANDIDATES = 40
 
@@ -392,7 +391,6 @@ def threshold_answers(scores, candidates, support, *, higher_is_answerable=True,
     if not higher_is_answerable:
         levels = np.where(levels > -math.inf, math.inf, -math.inf)
     return answered, answered & (levels[None, :] >= candidates[:, None])
-
 
 
 def threshold_by_ltt(scores, answerable, value, *, delta, support, higher_is_answerable, key) -> float:

@@ -187,7 +187,6 @@ def threshold_min_cost(
     return float(candidates[best])
 
 
-
 @dataclass(frozen=True)
 class Rule:
     """One threshold rule: its name, what the number after ``@`` means, how it is fitted, what it guarantees.
