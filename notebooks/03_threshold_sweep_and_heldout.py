@@ -29,11 +29,11 @@ n_repeats = 200  # subsamples per size of the label curve
 figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
-from ragcal.calibration import fit_threshold, heldout_outcomes, kept_share_interval, label_curve, published_split
+from ragcal.calibration import fit_threshold, heldout_outcomes, kept_share_interval, label_curve
 from ragcal.metrics import outcome_table
 from ragcal.plotting import HeldoutDisplay, LabelCurveDisplay, TradeoffDisplay, save_figure
 from ragcal.study.notebooks import FIGURES_DIR, notebook_score_table
-from ragcal.study.published import SWEEP_GRID
+from ragcal.study.published import SWEEP_GRID, published_split
 from ragcal.study.report import guarantee_check, split_counts
 
 figures_dir = figures_dir or FIGURES_DIR

@@ -12,7 +12,7 @@ def _rules_help() -> str:
     from ..calibration import RULES
 
     return "threshold rule, repeatable (default keep@1.0); one of: " + "; ".join(
-        f"{name}@X: {meaning}" for name, meaning in RULES.items()
+        f"{name}@X: {rule.description}" for name, rule in RULES.items()
     )
 
 
@@ -101,7 +101,8 @@ def run_calibrate(args) -> None:
     import pandas as pd
 
     from .._io import atomic_write_text
-    from ..calibration import calibrate, fallback_notes, parse_rule, summarize_heldout
+    from ..calibration import calibrate, parse_rule, summarize_heldout
+    from ..calibration.heldout import fallback_notes
     from ..metrics import DegenerateInputWarning
     from ..score_tables import read_score_table
     from ..signals import SIGNALS

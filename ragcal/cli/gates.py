@@ -136,7 +136,8 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 
 
 def run_fit_gate(args) -> None:
-    from ..calibration import SUPPORT_RULES, parse_rule
+    from ..calibration import parse_rule
+    from ..calibration.rules import get_rule
     from ..gates import answered_shares, fit_gate, gate_columns, save_gate
     from ..score_tables import check_score_table, provenance_path, read_csv_table, read_provenance
 
@@ -194,9 +195,9 @@ def run_fit_gate(args) -> None:
     table = table.reset_index(drop=True)  # row i <-> the i-th runs' results and gold pages
     support = _support_inputs(args, table)
     certificate = None
-    certify = args.joint or any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules)
+    certify = args.joint or any(get_rule(rule).needs_support for rule in rules)
     if certify:
-        if support is None and any(parse_rule(rule)[0] in SUPPORT_RULES for rule in rules):
+        if support is None and any(get_rule(rule).needs_support for rule in rules):
             raise ValueError("risk_guarantee and unsupported_guarantee need to know which answers are supported: "
                              "give --runs and --queries")
         if args.hedge_rule:

@@ -18,15 +18,7 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 
 from .ask import ask
 from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
-from .certify import (
-    Certificate,
-    certify_candidates,
-    certify_chain,
-    certify_floor_gap,
-    certify_learned_gate,
-    certify_threshold_gate,
-    ltt_certify,
-)
+from .certify import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate
 from .chain import FallbackChain, Stage
 from .evaluate import (
     answered_shares,
@@ -65,13 +57,10 @@ from .support import (
 from .threshold import ThresholdGate
 
 __all__ = [
-    "Certificate",
-    "certify_candidates",
     "certify_threshold_gate",
     "certify_floor_gap",
     "certify_learned_gate",
     "certify_chain",
-    "ltt_certify",
     "gold_pages",
     "signal_support",
     "support_levels",

@@ -1,397 +1,33 @@
-r"""Learn-then-Test: certify any gate for one or several risk bounds at once.
+"""Learn-then-Test for each kind of gate: the candidates a gate offers, and the gate the certificate chooses.
 
-Learn-then-Test (Angelopoulos, Bates, Candès, Jordan & Lei 2022) turns risk
-control into multiple testing. For every candidate gate :math:`\lambda` (a
-threshold, a (floor, gap) pair, a learned gate's threshold) and every bound
-"risk :math:`R_c(\lambda) \le \alpha_c`", test the null hypothesis
-:math:`H_{c,\lambda}: R_c(\lambda) > \alpha_c` on the calibration questions.
-Every candidate whose nulls are all rejected is **certified**: with
-probability at least :math:`1-\delta` over the draw of the calibration set,
-every certified candidate meets every bound at once.
-
-The losses are 0/1 per question, so each p-value is an exact binomial tail:
-with :math:`k` losses among :math:`n` trials, :math:`p = P(\mathrm{Bin}(n,
-\alpha_c) \le k)`.
-
-==========================  =====================================  ==========================
-rule                        loss (1 per question)                  trials n
-==========================  =====================================  ==========================
-``recall_guarantee@r``      answerable and refused                 answerable questions; bound 1 - r
-``false_answer_guarantee@a`` unanswerable and answered              unanswerable questions; bound a
-``risk_guarantee@a``        answered and unsupported               answered questions (selective risk)
-``unsupported_guarantee@a`` answered and unsupported               all questions
-==========================  =====================================  ==========================
-
-For the selective risk, the answered calibration questions are, given how
-many there are, independent draws from the answered population, so the
-binomial tail conditional on that count is exact. A candidate that answers
-nothing has no selective risk to certify (p = 1).
-
-**Several bounds at once** (``joint``): a candidate's p-value is the largest
-of its bounds' p-values (intersection-union), so no correction is needed
-across bounds; the correction across candidates is:
-
-- ``fixed_sequence``: candidates in a fixed order, certified until the first
-  p-value above :math:`\delta` (no loss of level; powerful when the risk is
-  monotone along the order: recall from the most lenient threshold up, the
-  false-answer rate from the strictest down);
-- ``bonferroni``: :math:`p \le \delta / m` over the m candidates;
-- ``holm``: Holm's step-down, never certifies fewer than Bonferroni.
-
-``method="auto"`` takes fixed sequence when every bound is monotone in the
-same direction along a 1-D family (recall alone, false answers alone), and
-Holm otherwise (selective risk, joint bounds of both kinds, 2-D grids).
-
-The candidate grid is every distinct calibration score (plus "refuse all")
-unless a grid is given. That grid depends on the calibration scores, as it
-does when MAPIE is given the observed scores; for monotone risks under fixed
-sequence the order-statistic argument of :mod:`ragcal.calibration` makes it
-exact, and for the rest the simulation tests check the nominal rate. Pass a
-grid fixed in advance to rule the question out.
-
-**Choosing among the certified.** Any certified candidate meets the bounds;
-ragcal takes the one that answers the most calibration questions (ties: the
-most lenient), except when every bound is a recall bound, where it takes the
-one that answers the fewest (ties: the strictest), as ``recall_guarantee@``
-does. When none is
-certified the gate refuses everything and the certificate says so.
+The multiple testing itself (binomial p-values, fixed sequence, Bonferroni,
+Holm, the :class:`~ragcal.calibration.ltt.Certificate`) lives in
+:mod:`ragcal.calibration.ltt`; each function here builds one gate family's
+candidates (thresholds, (floor, gap) pairs, a learned gate's threshold, the
+chain's three stage bars), says what each candidate answers and which answers
+are supported, and turns the chosen candidate back into a gate. When nothing
+is certified the gate refuses everything and the certificate says so.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
-from ..calibration import parse_rule
+from ..calibration.ltt import certify_candidates, quantile_grid, resolve_method, threshold_answers, threshold_grid
+from ..calibration.rules import fit_threshold
 from ..score_tables import check_score_table
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
 from .threshold import ThresholdGate, zero_means_no_match
 
 __all__ = [
-    "RISK_RULES",
-    "METHODS",
-    "Certificate",
-    "binomial_p_values",
-    "ltt_certify",
-    "certify_candidates",
     "certify_threshold_gate",
-    "threshold_answers",
     "certify_floor_gap",
     "certify_learned_gate",
     "certify_chain",
 ]
-
-#: Rules Learn-then-Test can certify, with the risk each bounds.
-RISK_RULES = {
-    "recall_guarantee": "share of answerable questions refused <= 1 - r",
-    "false_answer_guarantee": "share of unanswerable questions answered <= a",
-    "risk_guarantee": "selective risk (unsupported answers / answers) <= a",
-    "unsupported_guarantee": "unsupported answers / all questions <= a",
-}
-#: Corrections across candidates.
-METHODS = ("auto", "fixed_sequence", "bonferroni", "holm")
-_NEEDS_SUPPORT = ("risk_guarantee", "unsupported_guarantee")
-
-
-def _parse_risk_rules(rules) -> list[tuple[str, float]]:
-    rules = [rules] if isinstance(rules, str) else list(rules)
-    if not rules:
-        raise ValueError("certify: give at least one rule, e.g. risk_guarantee@0.2")
-    parsed = []
-    for rule in rules:
-        name, value = parse_rule(rule)
-        if name not in RISK_RULES:
-            raise ValueError(f"certify: {rule!r} is not a risk bound; Learn-then-Test certifies {', '.join(RISK_RULES)}")
-        if not 0 < value < 1:
-            raise ValueError(f"certify: the bound of {rule!r} must be in (0, 1)")
-        parsed.append((name, value))
-    return parsed
-
-
-def binomial_p_values(losses, trials, bound) -> np.ndarray:
-    """P(Bin(trials, bound) <= losses): small when the observed loss rate is well below ``bound``; 1 where trials is 0."""
-    losses = np.asarray(losses, dtype=float)
-    trials = np.asarray(trials, dtype=float)
-    with np.errstate(invalid="ignore"):
-        p = binom.cdf(losses, trials, bound)
-    return np.where(trials > 0, p, 1.0)
-
-
-def ltt_certify(p_values, delta: float, *, method: str, order=None) -> np.ndarray:
-    """Which candidates are certified at family-wise level ``delta``.
-
-    Parameters
-    ----------
-    p_values : array-like of float, shape (m,)
-        One (combined) p-value per candidate.
-    method : {"fixed_sequence", "bonferroni", "holm"}
-    order : array-like of int, default=None
-        Test order for ``fixed_sequence`` (positions into ``p_values``);
-        the given order when None.
-
-    Examples
-    --------
-    >>> ltt_certify([0.01, 0.04, 0.2, 0.01], 0.05, method="fixed_sequence").tolist()
-    [True, True, False, False]
-    >>> ltt_certify([0.01, 0.04, 0.2, 0.01], 0.05, method="holm").tolist()
-    [True, False, False, True]
-    """
-    p = np.asarray(p_values, dtype=float).reshape(-1)
-    if np.isnan(p).any():
-        raise ValueError("ltt_certify: p-values must not be NaN")
-    if not 0 < delta < 1:
-        raise ValueError(f"ltt_certify: delta must be in (0, 1). Got {delta!r} instead.")
-    m = p.size
-    certified = np.zeros(m, dtype=bool)
-    if m == 0:
-        return certified
-    if method == "fixed_sequence":
-        order = np.arange(m) if order is None else np.asarray(order, dtype=int)
-        for position in order:
-            if p[position] > delta:
-                break
-            certified[position] = True
-    elif method == "bonferroni":
-        certified = p <= delta / m
-    elif method == "holm":
-        for rank, position in enumerate(np.argsort(p, kind="stable")):
-            if p[position] > delta / (m - rank):
-                break
-            certified[position] = True
-    else:
-        raise ValueError(f"ltt_certify: unknown method {method!r}; known: fixed_sequence, bonferroni, holm")
-    return certified
-
-
-@dataclass(frozen=True)
-class Certificate:
-    """What Learn-then-Test tested and what it certified.
-
-    Attributes
-    ----------
-    candidates : DataFrame
-        One row per candidate: its parameters, ``answered`` (calibration
-        questions answered), for each rule ``<rule>_k``, ``<rule>_n``,
-        ``<rule>_risk`` (the observed rate) and ``<rule>_p``; then ``p`` (the
-        largest of the rules' p-values), ``certified`` and ``chosen``.
-    rules : tuple of str
-    delta : float
-    method : str
-        The correction used (``auto`` resolved).
-    chosen : int or None
-        Row of ``candidates`` the gate uses; None when nothing was certified
-        (the gate then refuses everything).
-    """
-
-    candidates: pd.DataFrame
-    rules: tuple
-    delta: float
-    method: str
-    chosen: int | None
-    parameters: tuple = field(default=())
-
-    @property
-    def certified(self) -> bool:
-        """True when some candidate was certified."""
-        return self.chosen is not None
-
-    @property
-    def correction(self) -> str:
-        """The multiple-testing correction, in words."""
-        m = len(self.candidates)
-        b = len(self.rules)
-        across = {
-            "fixed_sequence": f"fixed-sequence testing over {m} candidates"
-            + (f", one sequence per bound at delta / {b}, certified by all" if b > 1 else " (no split of delta)"),
-            "bonferroni": f"Bonferroni over {m} candidates (each at delta / {m})",
-            "holm": f"Holm's step-down over {m} candidates",
-        }[self.method]
-        joint = (
-            " Bounds are joint: a candidate's p-value is the largest of its bounds' (intersection-union)."
-            if b > 1 and self.method != "fixed_sequence"
-            else ""
-        )
-        return f"{across}.{joint}"
-
-    def summary(self) -> str:
-        """A few lines for a report: the bounds, the correction, and what was chosen."""
-        bounds = " and ".join(self.rules)
-        head = f"Learn-then-Test: {bounds}, each with probability >= {1 - self.delta:g}; {self.correction}"
-        n_certified = int(self.candidates["certified"].sum())
-        if self.chosen is None:
-            return (
-                f"{head}\nNo candidate is certified ({len(self.candidates)} tested): the gate refuses everything. "
-                "More calibration questions, or looser bounds, are needed."
-            )
-        row = self.candidates.iloc[self.chosen]
-        parameters = ", ".join(f"{name} {row[name]:.4g}" for name in self.parameters)
-        risks = "; ".join(f"{rule}: observed {row[f'{rule}_risk']:.3f}, p {row[f'{rule}_p']:.3g}" for rule in self.rules)
-        return f"{head}\n{n_certified} of {len(self.candidates)} candidates certified; chosen: {parameters} ({risks})"
-
-
-def certify_candidates(answered, supported, answerable, rules, *, delta: float = 0.1, method: str = "auto",
-                       order=None, monotone: bool = True, parameters: pd.DataFrame | None = None) -> Certificate:
-    """Learn-then-Test over candidates given by what each answers (the engine of the ``certify_*`` functions).
-
-    Parameters
-    ----------
-    answered : array-like of bool, shape (m, n)
-        Whether candidate i answers calibration question j.
-    supported : array-like of bool, shape (m, n) or None
-        Whether it would be supported (answered and a gold passage passed
-        on); needed by the risk and unsupported rules.
-    answerable : array-like of bool, shape (n,)
-    rules : str or sequence of str
-        Keys of :data:`RISK_RULES` with a bound, e.g. ``"risk_guarantee@0.2"``.
-    order : array-like of int, default=None
-        Candidates from the strictest to the most lenient (for fixed sequence
-        and for breaking ties); the given order when None.
-    monotone : bool, default=True
-        Whether the candidates form a 1-D family along ``order`` (so that
-        ``auto`` may take fixed sequence).
-    parameters : DataFrame, default=None
-        One row per candidate, put in front of the certificate's table.
-    """
-    parsed = _parse_risk_rules(rules)
-    answered = np.asarray(answered, dtype=bool)
-    answerable = np.asarray(answerable, dtype=bool).reshape(-1)
-    if answered.ndim != 2 or answered.shape[1] != answerable.size:
-        raise ValueError(f"certify: answered has shape {answered.shape} for {answerable.size} questions")
-    names = [name for name, _ in parsed]
-    if any(name in _NEEDS_SUPPORT for name in names):
-        if supported is None:
-            raise ValueError(
-                "certify: risk_guarantee and unsupported_guarantee need to know which answers are supported "
-                "(support levels from the retrieval runs and the gold pages; see ragcal.gates.support)"
-            )
-        supported = np.asarray(supported, dtype=bool) & answered
-    m = answered.shape[0]
-    order = np.arange(m) if order is None else np.asarray(order, dtype=int)
-    kinds = set(names)
-    method = _resolve_method(rules, method, monotone)
-    table = pd.DataFrame(index=range(m)) if parameters is None else parameters.reset_index(drop=True).copy()
-    table["answered"] = answered.sum(axis=1)
-    p_values = []
-    keys = []
-    for (name, value), rule in zip(parsed, [f"{name}@{value:g}" for name, value in parsed]):
-        if name == "recall_guarantee":
-            losses, trials, bound = (answerable & ~answered).sum(axis=1), np.full(m, answerable.sum()), 1 - value
-        elif name == "false_answer_guarantee":
-            losses, trials, bound = (~answerable & answered).sum(axis=1), np.full(m, (~answerable).sum()), value
-        elif name == "risk_guarantee":
-            losses, trials, bound = (answered & ~supported).sum(axis=1), answered.sum(axis=1), value
-        else:
-            losses, trials, bound = (answered & ~supported).sum(axis=1), np.full(m, answerable.size), value
-        p = binomial_p_values(losses, trials, bound)
-        table[f"{rule}_k"], table[f"{rule}_n"] = losses, trials
-        with np.errstate(invalid="ignore", divide="ignore"):
-            table[f"{rule}_risk"] = np.where(trials > 0, losses / np.maximum(trials, 1), np.nan)
-        table[f"{rule}_p"] = p
-        p_values.append(p)
-        keys.append(rule)
-    combined = np.max(p_values, axis=0)
-    if method == "fixed_sequence":
-        # One fixed sequence per bound, each at delta / (number of bounds), from where that bound is safest
-        # (recall: the most lenient candidate; the others: the strictest); certified by all of them.
-        certified = np.ones(m, dtype=bool)
-        for name, p in zip(names, p_values):
-            test_order = order[::-1] if name == "recall_guarantee" else order
-            certified &= ltt_certify(p, delta / len(names), method="fixed_sequence", order=test_order)
-    else:
-        certified = ltt_certify(combined, delta, method=method)
-    table["p"], table["certified"] = combined, certified
-    chosen = None
-    if certified.any():
-        rank = np.empty(m, dtype=int)
-        rank[order] = np.arange(m)  # 0 = strictest
-        candidates = np.flatnonzero(certified)
-        coverage = table["answered"].to_numpy()[candidates]
-        if kinds <= {"recall_guarantee"}:
-            best = np.lexsort((rank[candidates], coverage))  # fewest answered, then the strictest
-        else:
-            best = np.lexsort((-rank[candidates], -coverage))  # most answered, then the most lenient
-        chosen = int(candidates[best[0]])
-    table["chosen"] = np.arange(m) == (chosen if chosen is not None else -1)
-    return Certificate(table, tuple(keys), float(delta), method, chosen, tuple(parameters.columns) if parameters is not None else ())
-
-
-#: Default number of candidate thresholds when every candidate costs level (Holm, Bonferroni).
-N_CANDIDATES = 40
-
-
-def _quantile_grid(values, size):
-    """``size`` calibration scores at evenly spaced quantiles (scores only, never labels); all when fewer."""
-    values = np.unique(values[np.isfinite(values)])
-    if values.size <= size:
-        return values
-    return np.unique(np.quantile(values, np.linspace(0, 1, size), method="inverted_cdf"))
-
-
-def _threshold_grid(scores, grid, *, fixed_sequence: bool = True, size: int = N_CANDIDATES):
-    """Candidate thresholds, strictest first: "refuse all" (+inf), then the grid descending.
-
-    Without a grid: under fixed-sequence testing (where extra candidates cost
-    nothing) every distinct score and the value just above each (answering
-    strictly above it, as ``false_answer_guarantee@`` does); under Holm or
-    Bonferroni (where each costs level) ``size`` scores at evenly spaced quantiles.
-    """
-    if grid is not None:
-        values = np.unique(np.asarray(grid, dtype=float))
-    elif fixed_sequence:
-        values = np.unique(scores[np.isfinite(scores)])
-        values = np.union1d(values, np.nextafter(values, math.inf))
-    else:
-        values = _quantile_grid(scores, size)
-    values = values[np.isfinite(values)]
-    return np.concatenate([[math.inf], values[::-1]])
-
-
-def _resolve_method(rules, method, monotone=True):
-    kinds = {name for name, _ in _parse_risk_rules(rules)}
-    if method == "auto":
-        return "fixed_sequence" if monotone and kinds <= {"recall_guarantee", "false_answer_guarantee"} else "holm"
-    if method not in METHODS[1:]:
-        raise ValueError(f"certify: unknown method {method!r}; known: {', '.join(METHODS)}")
-    return method
-
-
-def threshold_answers(scores, candidates, support, *, higher_is_answerable=True, no_match_at_zero=False, owner=""):
-    """What each candidate threshold answers, and which of those answers are supported.
-
-    Parameters
-    ----------
-    scores : ndarray of float, shape (n,)
-        Oriented (higher is answerable); NaN is never answered.
-    candidates : ndarray of float, shape (m,)
-        Thresholds in the same orientation.
-    support : array-like of float or None
-        Support levels per question in the signal's units (see
-        :func:`ragcal.gates.support.signal_support`); for the other
-        orientation only "always" or "never" carries over.
-    no_match_at_zero : bool
-        A score of exactly 0 means nothing matched (BM25), never answered.
-
-    Returns
-    -------
-    answered : ndarray of bool, shape (m, n)
-    supported : ndarray of bool, shape (m, n), or None without ``support``
-    """
-    with np.errstate(invalid="ignore"):
-        answered = ~np.isnan(scores)[None, :] & (scores[None, :] >= candidates[:, None])
-        if no_match_at_zero:
-            answered &= (scores != 0)[None, :]
-    if support is None:
-        return answered, None
-    levels = np.asarray(support, dtype=float).reshape(-1)
-    if levels.size != scores.size:
-        raise ValueError(f"{owner}: {levels.size} support levels for {scores.size} rows")
-    if not higher_is_answerable:
-        levels = np.where(levels > -math.inf, math.inf, -math.inf)
-    return answered, answered & (levels[None, :] >= candidates[:, None])
 
 
 def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=None, delta: float = 0.1,
@@ -404,7 +40,8 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
     table : DataFrame
         Calibration score table.
     rules : str or sequence of str
-        One or several of :data:`RISK_RULES`, certified jointly.
+        One or several of the rules Learn-then-Test certifies
+        (:func:`ragcal.calibration.ltt.risk_rules`), certified jointly.
     support : array-like of float, default=None
         Support level per row (:func:`ragcal.gates.support.signal_support`);
         needed by the risk and unsupported rules.
@@ -425,8 +62,8 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
         higher_is_answerable = get_signal(signal).higher_is_answerable
     sign = 1.0 if higher_is_answerable else -1.0
     scores = sign * table[signal].to_numpy(dtype=float)
-    fixed_sequence = _resolve_method(rules, method) == "fixed_sequence"
-    candidates = _threshold_grid(
+    fixed_sequence = resolve_method(rules, method, owner="certify_threshold_gate") == "fixed_sequence"
+    candidates = threshold_grid(
         scores, None if grid is None else sign * np.asarray(grid, dtype=float), fixed_sequence=fixed_sequence
     )
     answered, supported = threshold_answers(
@@ -473,9 +110,9 @@ def certify_floor_gap(table: pd.DataFrame, rules, *, support=None, delta: float 
     top = table[top_column].to_numpy(dtype=float)
     second = table[second_column].to_numpy(dtype=float)
     if floors is None:
-        floors = _quantile_grid(top, N_FLOORS)
+        floors = quantile_grid(top, N_FLOORS)
     if gaps is None:
-        gaps = np.union1d([0.0], _quantile_grid(top - second, N_GAPS - 1))
+        gaps = np.union1d([0.0], quantile_grid(top - second, N_GAPS - 1))
     floors, gaps = np.asarray(floors, dtype=float), np.asarray(gaps, dtype=float)
     grid_floor, grid_gap = np.meshgrid(floors, gaps, indexing="ij")
     grid_floor = np.concatenate([[math.inf], grid_floor.ravel()])
@@ -524,7 +161,6 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
     certificate : Certificate
         With ``fit_rows`` in its candidates' ``attrs``: how many rows fitted the model.
     """
-    from ..calibration import fit_threshold
     from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate
     from .learned_score import fit_learned_score, signal_matrix
     from .support import bar_support
@@ -541,7 +177,8 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
     model = fit_learned_score(fit_table, signals, random_state=random_state)
     bar = fit_threshold(passage_rule, fit_table["dense_top1"], fit_table["answerable"])
     scores = model.score(signal_matrix(certify_table, signals))
-    candidates = _threshold_grid(scores, None, fixed_sequence=_resolve_method(rules, method) == "fixed_sequence")
+    fixed_sequence = resolve_method(rules, method, owner="certify_learned_gate") == "fixed_sequence"
+    candidates = threshold_grid(scores, None, fixed_sequence=fixed_sequence)
     answered = np.isfinite(scores)[None, :] & (scores[None, :] >= candidates[:, None])
     supported = None
     if support is not None:
@@ -598,7 +235,8 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
     table : DataFrame
         Calibration score table with ``dense_top1`` and ``bm25_top1_stopwords``.
     rules : str or sequence of str
-        One or several of :data:`RISK_RULES`, certified jointly.
+        One or several of the rules Learn-then-Test certifies
+        (:func:`ragcal.calibration.ltt.risk_rules`), certified jointly.
     results, gold : sequence, default=None
         Per row of ``table``: ``{retriever: RetrievalResult}`` (``dense``,
         ``rrf``, ``bm25_stopwords``; :func:`ragcal.gates.support.results_from_runs`
@@ -619,9 +257,9 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
     dense = table["dense_top1"].to_numpy(dtype=float)
     keyword_scores = table["bm25_top1_stopwords"].to_numpy(dtype=float)
     if dense_bars is None:
-        dense_bars = _quantile_grid(dense, N_DENSE_BARS)
+        dense_bars = quantile_grid(dense, N_DENSE_BARS)
     if keyword_bars is None:
-        keyword_bars = _quantile_grid(keyword_scores[keyword_scores > 0], N_KEYWORD_BARS)
+        keyword_bars = quantile_grid(keyword_scores[keyword_scores > 0], N_KEYWORD_BARS)
     dense_bars = np.unique(np.asarray(dense_bars, dtype=float))
     keyword_bars = np.union1d(np.asarray(keyword_bars, dtype=float), [math.inf])
     if dense_bars.size == 0:

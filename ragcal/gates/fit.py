@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..calibration import fit_threshold, parse_rule
+from ..calibration.rules import fit_threshold, keep_share
 from ..score_tables import check_score_table, slice_column, unanswerable_slices
 from ..signals import SIGNALS, get_signal
 from .chain import FallbackChain, Stage
@@ -53,13 +53,6 @@ def retriever_features(retrieved: dict) -> pd.DataFrame:
         columns[top] = [result.score_at(1) for result in results]
         columns[second] = [result.score_at(2) for result in results]
     return pd.DataFrame(columns, dtype=float)
-
-
-def _keep_share(rule: str, function: str) -> float:
-    name, value = parse_rule(rule)
-    if name != "keep":
-        raise ValueError(f"{function} fits by the keep@p rule only (e.g. keep@0.95). Got {rule!r} instead.")
-    return value
 
 
 def fit_threshold_gate(
@@ -179,7 +172,7 @@ def fit_floor_gap(
     higher floor. It is an empirical optimum on the calibration table, with
     no finite-sample guarantee.
     """
-    keep = _keep_share(rule, "fit_floor_gap")
+    keep = keep_share(rule, "fit_floor_gap")
     top_column, second_column = floor_gap_columns(retriever)
     table = check_score_table(table, [top_column, second_column])
     # Questions with no hit (NaN top score) are refused by any floor; like fit_threshold, the share is of the rest.

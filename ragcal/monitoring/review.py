@@ -813,7 +813,7 @@ def refit_with_labels(gate, calibration: pd.DataFrame, labels: pd.DataFrame, *, 
         a stratified sample weighted towards the bar, so their shares (and
         their weight in the refit) are the sample's, not the live log's.
     """
-    from ..calibration import SUPPORT_RULES, parse_rule
+    from ..calibration.rules import get_rule
     from ..gates import fit_gate, read_gate_file
     from ..score_tables import check_score_table
 
@@ -822,7 +822,7 @@ def refit_with_labels(gate, calibration: pd.DataFrame, labels: pd.DataFrame, *, 
         gate, rule = document["gate"], rule or document.get("rule")
     if not rule:
         raise ValueError("refit_with_labels needs the rule the gate was fitted with (e.g. rule='keep@0.95')")
-    if "+" in rule or parse_rule(rule)[0] in SUPPORT_RULES:
+    if "+" in rule or get_rule(rule).needs_support:
         raise ValueError(f"refit_with_labels refits single threshold rules (keep@, recall_guarantee@, ...); "
                          f"{rule!r} needs support levels or a joint certificate: refit with `ragcal fit-gate`")
     columns = list(gate.columns)

@@ -38,7 +38,8 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from .._io import atomic_write_text
-from ..calibration import fit_rule, split_by_slice
+from ..calibration import split_by_slice
+from ..calibration.rules import fit_rule
 from ..formatting import format_interval
 from ..metrics import DegenerateInputWarning, auc_bootstrap, outcome_table
 from ..metrics.selective import selective_comparison

@@ -5,7 +5,11 @@ Setup: 152 FastAPI doc pages, 2,808 heading-aware chunks, MiniLM-L6-v2 cosine an
 30 answerable, 15 near-domain and 15 unrelated queries.
 """
 
-__all__ = ["GROUP_STATS", "AUC", "SWEEP", "SWEEP_GRID", "HELDOUT", "QUERY_COUNTS"]
+import pandas as pd
+
+from ..calibration.heldout import heldout_outcomes
+
+__all__ = ["GROUP_STATS", "AUC", "SWEEP", "SWEEP_GRID", "HELDOUT", "QUERY_COUNTS", "published_split"]
 
 QUERY_COUNTS = {"answerable": 30, "near-domain": 15, "unrelated": 15}
 
@@ -39,3 +43,17 @@ SWEEP = {
 SWEEP_GRID = tuple(SWEEP)
 
 HELDOUT = {"threshold": 0.393, "answerable_kept": (15, 15), "unanswerable_refused": (11, 14)}
+
+
+def published_split(
+    table: pd.DataFrame,
+    signal: str = "dense_top1",
+    *,
+    rule: str = "keep@1.0",
+    random_state=0,
+    higher_is_answerable: bool = True,
+) -> pd.Series:
+    """The published protocol: one seeded half split, calibrate keeping every answerable question."""
+    return heldout_outcomes(
+        table, signal, [rule], n_splits=1, random_state=random_state, higher_is_answerable=higher_is_answerable
+    ).iloc[0]

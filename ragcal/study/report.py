@@ -355,7 +355,7 @@ def guarantee_check(
         f"{int(repeated['answerable_n'].iloc[0])} answerable questions, drawn without replacement from the same "
         f"{total_answerable}, so its recall scatters around the population recall that the guarantee is about; a "
         "share a little under the nominal one is what that scatter produces, not a broken guarantee (the simulation "
-        "test in tests/test_calibration.py checks the bound itself on fresh draws)."
+        "test in tests/calibration/test_rules.py checks the bound itself on fresh draws)."
     )
 
 

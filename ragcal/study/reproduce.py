@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_write_text
-from ..calibration import fit_threshold, heldout_outcomes, published_split
+from ..calibration import fit_threshold, heldout_outcomes
 from ..chunk_sweep import DEFAULT_VARIANT, MEASURE_LABELS, format_sweep, sweep_chunking
 from ..datasets import BUNDLED, BundledCorpus, bundled
 from ..embedding import load_embedder
@@ -52,7 +52,7 @@ from .access import access_gating, access_score_tables, access_section
 from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
-from .published import SWEEP_GRID
+from .published import SWEEP_GRID, published_split
 from .report import (
     HELDOUT_RULES,
     auc_section,

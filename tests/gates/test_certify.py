@@ -1,5 +1,5 @@
-"""Learn-then-Test: p-values and corrections by hand, agreement with the closed-form rules, and simulations
-showing each certified bound holds at least at its nominal rate on fresh draws."""
+"""Certified gates: agreement with the closed-form rules, and simulations showing each certified bound holds at
+least at its nominal rate on fresh draws (p-values and corrections by hand: tests/calibration/test_ltt.py)."""
 
 import math
 import warnings
@@ -10,8 +10,7 @@ import pytest
 from scipy.stats import beta as beta_distribution
 
 from ragcal.calibration import CalibrationWarning, fit_threshold
-from ragcal.gates import FloorGapGate, ThresholdGate, certify_candidates, certify_floor_gap, certify_threshold_gate
-from ragcal.gates.certify import binomial_p_values, ltt_certify
+from ragcal.gates import FloorGapGate, ThresholdGate, certify_floor_gap, certify_threshold_gate
 from ragcal.gates.floor_gap import floor_gap_answers
 
 
@@ -26,36 +25,6 @@ def score_table(scores, answerable, slices=None, column="dense_top1", **extra):
     for name, values in extra.items():
         frame[name] = values
     return frame
-
-
-def test_binomial_p_value_by_hand():
-    # P(Bin(10, 0.2) <= 1) = 0.8^10 + 10 * 0.2 * 0.8^9
-    assert binomial_p_values(1, 10, 0.2) == pytest.approx(0.8**10 + 10 * 0.2 * 0.8**9)
-    assert binomial_p_values(0, 0, 0.2) == 1.0  # nothing answered: nothing to certify
-
-
-def test_corrections_by_hand():
-    p = [0.001, 0.02, 0.03, 0.5]
-    assert ltt_certify(p, 0.1, method="bonferroni").tolist() == [True, True, False, False]  # <= 0.025
-    # Holm: 0.001 <= 0.1/4, 0.02 <= 0.1/3, 0.03 <= 0.1/2, 0.5 > 0.1
-    assert ltt_certify(p, 0.1, method="holm").tolist() == [True, True, True, False]
-    assert ltt_certify(p, 0.1, method="fixed_sequence", order=[3, 0, 1, 2]).tolist() == [False] * 4
-    with pytest.raises(ValueError, match="NaN"):
-        ltt_certify([np.nan], 0.1, method="holm")
-
-
-def test_the_certificate_table_by_hand():
-    # Three candidates over four questions: two answerable (first two), two unanswerable.
-    answered = np.array([[False, False, False, False], [True, False, False, False], [True, True, True, False]])
-    supported = np.array([[False] * 4, [True, False, False, False], [True, False, False, False]])
-    certificate = certify_candidates(answered, supported, [True, True, False, False], ["risk_guarantee@0.5"],
-                                     delta=0.5, method="bonferroni")
-    table = certificate.candidates
-    assert table["risk_guarantee@0.5_k"].tolist() == [0, 0, 2]
-    assert table["risk_guarantee@0.5_n"].tolist() == [0, 1, 3]
-    assert table["risk_guarantee@0.5_p"].tolist() == pytest.approx([1.0, 0.5, 0.5**3 * 7])  # P(Bin(3,.5)<=2)=7/8
-    # Bonferroni at 0.5 / 3: nothing certified, and the certificate says the gate refuses everything.
-    assert not certificate.certified and "refuses everything" in certificate.summary()
 
 
 def test_closed_form_rules_are_the_fixed_sequence_certificates():

@@ -47,7 +47,8 @@ from mapie.risk_control import (
     recall,
 )
 
-from ragcal.gates import certify_candidates, certify_threshold_gate
+from ragcal.calibration import certify_candidates
+from ragcal.gates import certify_threshold_gate
 
 SCORES = Path(__file__).resolve().parents[2] / "results" / "fastapi" / "scores.csv"
 DELTA = 0.1

@@ -3,7 +3,8 @@
 import numpy as np
 import pandas as pd
 
-from ragcal.calibration import heldout_outcomes, published_split
+from ragcal.calibration import heldout_outcomes
+from ragcal.study.published import published_split
 from ragcal.study.report import guarantee_check, split_counts
 
 

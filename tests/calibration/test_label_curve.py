@@ -13,7 +13,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy.stats import beta  # noqa: E402
 
-from ragcal.calibration import kept_share_interval, label_curve, threshold_keep_share  # noqa: E402
+from ragcal.calibration import kept_share_interval, label_curve  # noqa: E402
+from ragcal.calibration.rules import threshold_keep_share  # noqa: E402
 from ragcal.datasets import DATA_DIR  # noqa: E402
 from ragcal.metrics import DegenerateInputWarning  # noqa: E402
 from ragcal.plotting import LabelCurveDisplay  # noqa: E402
@@ -175,7 +176,7 @@ def test_bad_input_is_named(ten):
         label_curve(ten, "dense_top1", "keep@")
     with pytest.raises(ValueError, match="risk_guarantee@0.1 needs support levels"):
         label_curve(ten, "dense_top1", "risk_guarantee@0.1")
-    with pytest.raises(ValueError, match="'n_repeats' parameter of label_curve must be an integer >= 2. Got 1"):
+    with pytest.raises(ValueError, match="'n_repeats' parameter of label_curve must be an int >= 2. Got 1"):
         label_curve(ten, "dense_top1", "keep@1.0", n_repeats=1)
     with pytest.raises(ValueError, match="'confidence' parameter of label_curve must be a float in \\(0, 1\\)"):
         label_curve(ten, "dense_top1", "keep@1.0", confidence=1.0)
@@ -200,7 +201,7 @@ def test_kept_share_interval_is_the_beta_of_the_order_statistic():
     assert (low, high) == pytest.approx((0.05 ** (1 / 19), 0.95 ** (1 / 19)))
     # keep@0.95 on 103: the threshold is the 6th lowest (103 - ceil(97.85) + 1), kept ~ Beta(98, 6).
     assert kept_share_interval(103) == pytest.approx(tuple(beta(98, 6).ppf([0.05, 0.95])))
-    with pytest.raises(ValueError, match="'n_answerable' parameter of kept_share_interval must be a positive"):
+    with pytest.raises(ValueError, match="'n_answerable' parameter of kept_share_interval must be an int >= 1"):
         kept_share_interval(0)
 
 

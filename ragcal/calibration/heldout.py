@@ -1,0 +1,160 @@
+"""The held-out protocol: fit each rule on one half of every slice, score it on the other half, over many splits.
+
+A threshold fitted and scored on the same questions flatters itself. Here every
+split gives ceil(n / 2) questions of each slice to calibration and the rest to
+evaluation; :func:`summarize_heldout` gives the spread over splits, and
+:func:`fallback_notes` says where a rule could not be met.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..metrics import outcome_table
+from .rules import fit_rule, parse_rule
+
+__all__ = ["split_by_slice", "heldout_outcomes", "summarize_heldout", "fallback_notes"]
+
+
+def split_by_slice(slices, *, random_state=0) -> np.ndarray:
+    """Calibration mask that splits every slice in half at random.
+
+    A slice of n queries gives ceil(n / 2) to calibration and floor(n / 2) to
+    evaluation (the published split: 15 + 15 answerable, 8 + 7 per
+    unanswerable slice).
+    """
+    slices = np.asarray(slices)
+    rng = np.random.default_rng(random_state)
+    calibration = np.zeros(slices.size, dtype=bool)
+    for name in pd.unique(slices):
+        members = np.nonzero(slices == name)[0]
+        chosen = rng.permutation(members)[: math.ceil(members.size / 2)]
+        calibration[chosen] = True
+    return calibration
+
+
+def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
+    outcome = outcome_table(
+        table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable, intervals=False
+    )
+    return outcome.iloc[0]
+
+
+def heldout_outcomes(
+    table: pd.DataFrame,
+    signal: str,
+    rules,
+    *,
+    n_splits: int = 1000,
+    random_state=0,
+    higher_is_answerable: bool = True,
+    delta: float = 0.1,
+) -> pd.DataFrame:
+    """Fit each rule on one half of every slice and score it on the other half, over many splits.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Score table with ``answerable``, ``slice`` and ``signal``.
+    signal : str
+    rules : sequence of str
+        Rule keys, see :func:`fit_threshold`.
+    n_splits : int, default=1000
+        Split ``i`` uses seed ``random_state + i`` (:func:`split_by_slice`);
+        with the default seed, split 0 is the published experiment's split.
+
+    Returns
+    -------
+    DataFrame
+        One row per (split, rule): ``threshold``; ``fallback``, True where the
+        rule could not be met on that calibration half (a guarantee rule with
+        too few questions gives ``-inf`` or ``+inf``, see
+        :class:`CalibrationWarning`; ``keep`` without answerable questions
+        gives NaN); and on the evaluation half only ``answerable_kept``,
+        ``<slice>_refused`` for each unanswerable slice and
+        ``unanswerable_refused``, with their counts.
+    """
+    for rule in rules:
+        parse_rule(rule)
+    table = table[~table[signal].isna()].reset_index(drop=True)
+    scores = table[signal].to_numpy(dtype=float)
+    answerable = table["answerable"].to_numpy(dtype=bool)
+    slices = table["slice"].to_numpy()
+    rows = []
+    for split in range(n_splits):
+        calibration = split_by_slice(slices, random_state=random_state + split)
+        evaluation = ~calibration
+        for rule in rules:
+            threshold, fallback, _ = fit_rule(
+                rule,
+                scores[calibration],
+                answerable[calibration],
+                higher_is_answerable=higher_is_answerable,
+                delta=delta,
+            )
+            outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
+            if math.isnan(threshold):  # no threshold, so no outcome either (rather than "refuses all")
+                outcome[[name for name in outcome.index if not name.endswith("_n")]] = np.nan
+            rows.append(
+                {"split": split, "rule": rule, "threshold": threshold, "fallback": fallback, **outcome.to_dict()}
+            )
+    return pd.DataFrame(rows)
+
+
+def summarize_heldout(heldout: pd.DataFrame, *, answerable: bool = True, unanswerable: bool = True) -> pd.DataFrame:
+    """5th, 50th and 95th percentile over splits of each rule's threshold and held-out outcomes.
+
+    Parameters
+    ----------
+    heldout : DataFrame
+        From :func:`heldout_outcomes`.
+    answerable, unanswerable : bool, default=True
+        Keep ``answerable_kept`` / the ``*_refused`` columns (False when the
+        table has no question of that kind, so the rates are undefined).
+
+    Returns
+    -------
+    DataFrame
+        One row per rule (in order); columns (measure, quantile). A threshold
+        quantile next to an infinite threshold (a rule that fell back) is the
+        nearest split's threshold rather than NaN.
+    """
+    columns = [
+        column
+        for column in heldout.columns
+        if (column in ("threshold", "answerable_kept") or column.endswith("_refused"))
+        and not (column == "answerable_kept" and not answerable)
+        and not (column.endswith("_refused") and not unanswerable)
+    ]
+    quantiles = heldout.groupby("rule", sort=False)[columns].quantile([0.05, 0.5, 0.95])
+    nearest = heldout.groupby("rule", sort=False)[["threshold"]].quantile([0.05, 0.5, 0.95], interpolation="nearest")
+    quantiles["threshold"] = quantiles["threshold"].fillna(nearest["threshold"])
+    return quantiles.unstack()
+
+
+def fallback_notes(heldout: pd.DataFrame) -> list[str]:
+    """One sentence per rule that could not be met on some calibration halves, saying what it did there."""
+    lines = []
+    for rule, group in heldout.groupby("rule", sort=False):
+        fell_back = group[group["fallback"]]
+        if fell_back.empty:
+            continue
+        counted = f"in {len(fell_back)} of {len(group)} splits"
+        threshold = fell_back["threshold"].iloc[0]
+        name = parse_rule(rule)[0]
+        if name == "keep":
+            lines.append(f"{rule}: no answerable calibration questions {counted}, no threshold there (n/a)")
+        elif name == "recall_guarantee":
+            lines.append(
+                f"{rule}: too few answerable calibration questions for the guarantee {counted}, "
+                f"the rule answers everything there (threshold {threshold:+g})"
+            )
+        else:
+            lines.append(
+                f"{rule}: too few unanswerable calibration questions for the guarantee {counted}, "
+                f"the rule refuses everything there (threshold {threshold:+g})"
+            )
+    return lines
