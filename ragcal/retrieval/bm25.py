@@ -24,9 +24,8 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from .base import RetrievalResult
+from .base import RetrievalResult, view_key
 from .bm25_sparse import SparseBM25
-from .views import view_key
 
 __all__ = ["BM25Retriever", "tokenize", "TOKENIZERS", "BM25_BACKENDS"]
 

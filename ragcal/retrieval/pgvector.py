@@ -48,8 +48,7 @@ import re
 import numpy as np
 
 from ..access import DEFAULT_ACCESS, parse_levels
-from .base import RetrievalResult
-from .views import view_key
+from .base import RetrievalResult, view_key
 
 __all__ = ["PgvectorRetriever", "cosine_distance_to_similarity"]
 
