@@ -8,6 +8,7 @@ imports this package (a test walks the import graph).
 - :mod:`~ragcal.study.report`: the wording of ``summary.md``;
 - :mod:`~ragcal.study.published`: the published numbers we set ours beside;
 - :mod:`~ragcal.study.golden`: the pinned golden sets of both corpora;
+- :mod:`~ragcal.study.labeled_sets`: the keyword check of the bundled labeled sets' near-domain questions;
 - :mod:`~ragcal.study.gates`, :mod:`~ragcal.study.learned`, :mod:`~ragcal.study.access`,
   :mod:`~ragcal.study.rerank`: the gate, learned-gate, access-control and reranker studies;
 - :mod:`~ragcal.study.cross_corpus`: what holds across the two corpora;
