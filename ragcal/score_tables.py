@@ -299,4 +299,3 @@ def read_provenance(path) -> dict | None:
             "edit, remove table_sha256 from the .meta.json)"
         )
     return provenance
-

@@ -27,7 +27,7 @@ from .certify import (
     certify_threshold_gate,
     ltt_certify,
 )
-from .chain import FallbackChain, Stage
+from .chain import FallbackChain, Stage, default_chain, fit_default_chain
 from .evaluate import (
     answered_shares,
     gate_outcomes,
@@ -38,8 +38,6 @@ from .evaluate import (
 )
 from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
 from .fit import (
-    default_chain,
-    fit_default_chain,
     fit_floor_gap,
     fit_gate,
     fit_threshold_gate,
