@@ -13,6 +13,8 @@ imports this package (a test walks the import graph).
   :mod:`~ragcal.study.rerank`: the gate, learned-gate, access-control and reranker studies, each with its
   ``summary.md`` section (the learned gate's in :mod:`~ragcal.study.learned_report`);
 - :mod:`~ragcal.study.cross_corpus`: what holds across the two corpora;
+- :mod:`~ragcal.study.cross_model`: two embedding models on the same questions (statistics in
+  :mod:`~ragcal.study.cross_model_stats`);
 - :mod:`~ragcal.study.notebooks`: the notebook runner;
 - :mod:`~ragcal.study.commands`: the ``reproduce`` and ``golden`` commands.
 """
