@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from .._params import check_choice, parameter_error
 from ..calibration import fit_threshold
 from ..score_tables import check_score_table
 from ..signals import SIGNALS
@@ -47,10 +48,9 @@ class Stage:
     tier: str = "confident"
 
     def __post_init__(self):
-        if self.tier not in STAGE_TIERS:
-            raise ValueError(f"The 'tier' parameter of Stage must be one of {STAGE_TIERS}. Got {self.tier!r} instead.")
+        check_choice(self.tier, "tier", "Stage", STAGE_TIERS)
         if not isinstance(self.gate, Gate):
-            raise TypeError(f"Stage {self.name!r}: gate must be a Gate, got {type(self.gate).__name__}")
+            raise parameter_error("gate", f"Stage {self.name!r}", "a Gate", self.gate, error=TypeError)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "tier": self.tier, "gate": self.gate.to_dict()}
@@ -94,7 +94,7 @@ class FallbackChain(Gate):
     def __post_init__(self):
         stages = tuple(self.stages)
         if not stages:
-            raise ValueError("The 'stages' parameter of FallbackChain needs at least one Stage. Got none.")
+            raise parameter_error("stages", "FallbackChain", "a sequence of at least one Stage", self.stages)
         names = [stage.name for stage in stages]
         if len(set(names)) != len(names):
             raise ValueError(f"FallbackChain stage names must be unique. Got {names}.")
