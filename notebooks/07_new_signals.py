@@ -30,9 +30,11 @@ n_resamples = 2000
 figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
 # %%
+import warnings
+
 from ragcal.gates import DEFAULT_LEARNED_SIGNALS
 from ragcal.gates.learned import crossfit_scores
-from ragcal.metrics import auc_table
+from ragcal.metrics import DegenerateInputWarning, auc_table
 from ragcal.plotting import CoefficientDisplay, RocDisplay, save_figure
 from ragcal.score_tables import signal_columns
 from ragcal.signals import NEW_SIGNALS, SIGNALS, register_signal
@@ -62,12 +64,16 @@ table[["id", "slice", "dense_top1", *NEW_SIGNALS[:3], "dense_lift_over_domain"]]
 
 # %% [markdown]
 # AUC of every registered signal, the new one included, against all unanswerable questions and each slice
-# (stratified bootstrap intervals in `aucs`).
+# (stratified bootstrap intervals in `aucs`). A signal that is constant on a comparison has no AUC: `auc_table`
+# warns and returns NaN. The warnings are collected and listed here.
 
 # %%
 signals = signal_columns(table)
 directions = {name: SIGNALS[name].higher_is_answerable for name in signals if name in SIGNALS}
-aucs = auc_table(table, signals, directions=directions, n_resamples=n_resamples)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", DegenerateInputWarning)
+    aucs = auc_table(table, signals, directions=directions, n_resamples=n_resamples)
+print("\n".join(str(warning.message) for warning in caught) or "no degenerate comparisons")
 aucs.pivot(index="signal", columns="comparison", values="auc").round(3).loc[signals]
 
 # %% [markdown]

@@ -40,7 +40,6 @@ _API = {
     "RetrievalIndex": "retrieval.index",
     "build_index": "retrieval.index",
     "score_table": "scoring",
-    "load_score_table": "score_tables",
     "read_score_table": "score_tables",
     "write_score_table": "score_tables",
     "SIGNALS": "signals",

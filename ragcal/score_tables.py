@@ -1,4 +1,4 @@
-"""The score table, the hinge of ragcal: its schema, its checks, reading, writing with provenance, and loading.
+"""The score table, the hinge of ragcal: its schema, its checks, reading and writing with provenance.
 
 A score table has one row per query: ``id, query, answerable, slice``, then one
 numeric column per signal. It is what retrieval produces (:func:`ragcal.scoring.score_table`)
@@ -9,7 +9,6 @@ logged by a production system with no corpus at all.
 - :func:`read_score_table` reads CSV, ``.csv.gz`` or Parquet through pyarrow,
   keeping only the columns asked for (millions of rows fit).
 - :func:`write_score_table` writes CSV plus its provenance as ``<name>.meta.json``.
-- :func:`load_score_table` reads one, or computes it from a corpus and a query file.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ __all__ = [
     "read_csv_table",
     "provenance_path",
     "read_provenance",
-    "load_score_table",
 ]
 
 #: Columns of a score table that are not signals.
@@ -301,26 +299,3 @@ def read_provenance(path) -> dict | None:
             "edit, remove table_sha256 from the .meta.json)"
         )
     return provenance
-
-
-def load_score_table(scores_path=None, *, queries_path=None, corpus_dir=None, **index_options) -> pd.DataFrame:
-    """A score table: read one, or compute it from a corpus and a labeled query file.
-
-    Parameters
-    ----------
-    scores_path : str or Path, default=None
-        An existing score table CSV (for instance scores logged in
-        production). When given, nothing is retrieved.
-    queries_path, corpus_dir : str or Path, default=None
-        Without ``scores_path``, both are needed: the table is computed by
-        :func:`ragcal.scoring.score_query_file`, with ``index_options`` passed
-        on to :func:`ragcal.retrieval.index.build_index`.
-    """
-    if scores_path is not None:
-        return check_score_table(read_csv_table(scores_path), source=str(scores_path))
-    if queries_path is None or corpus_dir is None:
-        raise ValueError("load_score_table needs scores_path, or both queries_path and corpus_dir")
-    from .scoring import score_query_file
-
-    table, _, _ = score_query_file(queries_path, corpus_dir, **index_options)
-    return table

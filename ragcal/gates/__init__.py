@@ -19,7 +19,7 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 from .ask import ask
 from .base import ACTIONS, TIERS, Decision, Gate, gate_from_dict
 from .certify import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate
-from .chain import FallbackChain, Stage
+from .chain import FallbackChain, Stage, default_chain, fit_default_chain
 from .evaluate import (
     answered_shares,
     gate_outcomes,
@@ -30,8 +30,6 @@ from .evaluate import (
 )
 from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
 from .fit import (
-    default_chain,
-    fit_default_chain,
     fit_floor_gap,
     fit_gate,
     fit_threshold_gate,

@@ -250,7 +250,7 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
         Every bar +inf (refuse all) when nothing is certified.
     certificate : Certificate
     """
-    from .fit import DEFAULT_CHAIN_COLUMNS, default_chain
+    from .chain import DEFAULT_CHAIN_COLUMNS, default_chain
     from .support import cut_support
 
     table = check_score_table(table, list(DEFAULT_CHAIN_COLUMNS))

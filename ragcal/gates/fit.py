@@ -15,8 +15,8 @@ import pandas as pd
 
 from ..calibration.rules import fit_threshold, keep_share
 from ..score_tables import check_score_table, slice_column, unanswerable_slices
-from ..signals import SIGNALS, get_signal
-from .chain import FallbackChain, Stage
+from ..signals import get_signal
+from .chain import DEFAULT_CHAIN_COLUMNS, fit_default_chain
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
 from .learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gate
 from .threshold import ThresholdGate, zero_means_no_match
@@ -26,17 +26,11 @@ __all__ = [
     "fit_threshold_gate",
     "floor_gap_sweep",
     "fit_floor_gap",
-    "fit_default_chain",
-    "default_chain",
-    "DEFAULT_CHAIN_COLUMNS",
     "GATE_FITTERS",
     "gate_kinds",
     "gate_columns",
     "fit_gate",
 ]
-
-#: Score-table columns the default chain is fitted on and decides with.
-DEFAULT_CHAIN_COLUMNS = ("dense_top1", "bm25_top1_stopwords")
 
 
 def retriever_features(retrieved: dict) -> pd.DataFrame:
@@ -197,90 +191,6 @@ def fit_floor_gap(
     best = order[0]
     return FloorGapGate(
         float(floors[floor_index[best]]), float(gaps[gap_index[best]]), retriever=retriever, max_passages=max_passages
-    )
-
-
-def fit_default_chain(
-    table: pd.DataFrame,
-    *,
-    rule: str = "keep@0.95",
-    confident_rule: str = "false_answer_guarantee@0.1",
-    keyword_rule: str = "false_answer_guarantee@0.1",
-    delta: float = 0.1,
-    max_passages: int = 10,
-    broad_max_passages: int = 20,
-    use_reranker: bool | None = None,
-) -> FallbackChain:
-    """Seed 003's chain, fitted: hybrid, then keyword-only BM25, then a broad hedged dense search, then refuse.
-
-    Stages (their names are what :attr:`Decision.stage` reports):
-
-    0. ``rerank`` (confident), only with a reranker: ``rerank_top1`` clears a
-       bar fitted with ``confident_rule`` on the reranker's own scale; the
-       passages are the re-scored candidates that clear the same bar.
-
-    1. ``hybrid`` (confident): ``dense_top1`` clears a high bar fitted with
-       ``confident_rule`` (by default: with 90% confidence, at most 10% of
-       unanswerable questions clear it); passages in reciprocal-rank-fusion
-       order, each clearing the same cosine bar.
-    2. ``keyword`` (confident): BM25 without stop words clears a bar fitted
-       with ``keyword_rule``: questions whose exact terms the corpus matches
-       strongly, which dense retrieval can miss.
-    3. ``broad`` (partial, so hedged): ``dense_top1`` clears the low bar of
-       ``rule``, the same bar a single :class:`ThresholdGate` would use, with up
-       to ``broad_max_passages`` passages.
-    4. refuse, with a helpful message.
-
-    ``use_reranker=None`` adds the ``rerank`` stage when the table has a
-    ``rerank_top1`` column with values (the scores came from an index with a
-    reranker); True requires it; False leaves it out.
-    """
-    missing = [column for column in DEFAULT_CHAIN_COLUMNS if column not in SIGNALS]
-    if missing:  # pragma: no cover - the built-in signals are always registered
-        raise ValueError(f"fit_default_chain needs the signals {missing}")
-    table = check_score_table(table, list(DEFAULT_CHAIN_COLUMNS))
-    answerable = table["answerable"]
-    low = fit_threshold(rule, table["dense_top1"], answerable, delta=delta)
-    high = max(fit_threshold(confident_rule, table["dense_top1"], answerable, delta=delta), low)
-    keyword = fit_threshold(keyword_rule, table["bm25_top1_stopwords"], answerable, delta=delta)
-    # BM25 gives 0 when nothing matched; a keyword stage must need at least one match.
-    keyword = max(keyword, np.nextafter(0.0, 1.0)) if zero_means_no_match("bm25_top1_stopwords") else keyword
-    rerank = None
-    has_rerank = "rerank_top1" in table.columns and table["rerank_top1"].notna().any()
-    if use_reranker and not has_rerank:
-        raise ValueError("use_reranker=True but the score table has no rerank_top1 scores; score with a reranker")
-    if has_rerank and use_reranker is not False:
-        table = check_score_table(table, ["rerank_top1"])
-        rerank = fit_threshold(confident_rule, table["rerank_top1"], answerable, delta=delta)
-    return default_chain(
-        high, keyword, low, rerank=rerank, max_passages=max_passages, broad_max_passages=broad_max_passages
-    )
-
-
-def default_chain(
-    high: float,
-    keyword: float,
-    low: float,
-    *,
-    rerank: float | None = None,
-    max_passages: int = 10,
-    broad_max_passages: int = 20,
-) -> FallbackChain:
-    """The stages of :func:`fit_default_chain` with the bars given: ``hybrid`` at ``high``, ``keyword``, ``broad`` at ``low``.
-
-    ``rerank`` (a bar on ``rerank_top1``) puts a ``rerank`` stage first. A bar
-    of +inf turns its stage off.
-    """
-    stages = []
-    if rerank is not None:
-        stages.append(Stage("rerank", ThresholdGate("rerank_top1", rerank, max_passages=max_passages)))
-    return FallbackChain(
-        (
-            *stages,
-            Stage("hybrid", ThresholdGate("dense_top1", high, passages_from="rrf", max_passages=max_passages)),
-            Stage("keyword", ThresholdGate("bm25_top1_stopwords", keyword, max_passages=max_passages)),
-            Stage("broad", ThresholdGate("dense_top1", low, max_passages=broad_max_passages), tier="partial"),
-        )
     )
 
 

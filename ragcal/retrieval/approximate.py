@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._params import check_int
 from ..metrics import clopper_pearson
 
 __all__ = ["top1_comparison", "decision_flips", "topk_overlap", "SyntheticCorpus", "synthetic_corpus"]
@@ -204,8 +205,8 @@ def synthetic_corpus(
     -------
     SyntheticCorpus
     """
-    if n_chunks < 1 or n_queries < 1:
-        raise ValueError(f"synthetic_corpus needs n_chunks >= 1 and n_queries >= 1; got {n_chunks} and {n_queries}")
+    n_chunks = check_int(n_chunks, "n_chunks", "synthetic_corpus", low=1)
+    n_queries = check_int(n_queries, "n_queries", "synthetic_corpus", low=1)
     rng = np.random.default_rng(random_state)
     n_topics = n_topics or max(1, n_chunks // 200)
     centres = _unit(rng.standard_normal((n_topics, dim)))

@@ -1,7 +1,8 @@
-"""The result type that every retriever returns."""
+"""The result type that every retriever returns, and the key of the corpus view it was searched in."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -9,7 +10,13 @@ import numpy as np
 
 from ..chunking import pages_of
 
-__all__ = ["RetrievalResult"]
+__all__ = ["RetrievalResult", "view_key"]
+
+
+def view_key(chunk_ids) -> str:
+    """A short digest of a set of chunk ids: equal keys, same view (the ``view`` a retriever stamps on its results)."""
+    digest = hashlib.sha256("\n".join(sorted(map(str, chunk_ids))).encode("utf-8"))
+    return digest.hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -32,7 +39,7 @@ class RetrievalResult:
         describe the chunks that retriever holds. Empty for results from other
         sources; signals that read it return NaN then.
     view : str, default=None
-        :func:`ragcal.retrieval.views.view_key` of the chunks the producing
+        :func:`view_key` of the chunks the producing
         retriever holds: which corpus view was searched. None for results
         built by hand.
     corpus : CorpusDescription, default=None

@@ -24,9 +24,9 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from .base import RetrievalResult
+from .._params import check_choice
+from .base import RetrievalResult, view_key
 from .bm25_sparse import SparseBM25
-from .views import view_key
 
 __all__ = ["BM25Retriever", "tokenize", "TOKENIZERS", "BM25_BACKENDS"]
 
@@ -41,8 +41,7 @@ BM25_BACKENDS = ("sparse", "rank_bm25")
 
 def tokenize(text: str, *, variant: str = "raw") -> list[str]:
     """Split text into BM25 tokens; see the module docstring."""
-    if variant not in TOKENIZERS:
-        raise ValueError(f"The 'variant' parameter of tokenize must be one of {TOKENIZERS}. Got {variant!r} instead.")
+    check_choice(variant, "variant", "tokenize", TOKENIZERS)
     tokens = _WORD.findall(text.lower())
     if variant == "stopwords":
         tokens = [token for token in tokens if token not in ENGLISH_STOP_WORDS]
@@ -67,10 +66,7 @@ class BM25Retriever:
     def __init__(
         self, chunk_ids, texts, *, variant: str = "raw", name: str | None = None, backend: str = "sparse"
     ):
-        if backend not in BM25_BACKENDS:
-            raise ValueError(
-                f"The 'backend' parameter of BM25Retriever must be one of {BM25_BACKENDS}. Got {backend!r} instead."
-            )
+        check_choice(backend, "backend", "BM25Retriever", BM25_BACKENDS)
         if len(chunk_ids) != len(texts):
             raise ValueError(f"{len(chunk_ids)} chunk ids but {len(texts)} texts")
         if not len(texts):
@@ -98,8 +94,7 @@ class BM25Retriever:
         """A sparse-backend retriever over an already built :class:`SparseBM25` (one document per chunk id)."""
         if sparse.corpus_size != len(chunk_ids):
             raise ValueError(f"the BM25 scorer holds {sparse.corpus_size} documents for {len(chunk_ids)} chunk ids")
-        if variant not in TOKENIZERS:
-            raise ValueError(f"The 'variant' parameter of BM25Retriever must be one of {TOKENIZERS}. Got {variant!r}.")
+        check_choice(variant, "variant", "BM25Retriever", TOKENIZERS)
         retriever = cls.__new__(cls)
         retriever.chunk_ids = list(chunk_ids)
         retriever.variant = variant

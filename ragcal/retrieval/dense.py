@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ann import DenseIndexSpec, build_faiss_index, configure_search, index_config
-from .base import RetrievalResult
-from .views import view_key
+from .base import RetrievalResult, view_key
 
 __all__ = ["DenseRetriever"]
 

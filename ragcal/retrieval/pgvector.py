@@ -49,8 +49,7 @@ import numpy as np
 
 from .._params import check_int, parameter_error
 from ..access import DEFAULT_ACCESS, parse_levels
-from .base import RetrievalResult
-from .views import view_key
+from .base import RetrievalResult, view_key
 
 __all__ = ["PgvectorRetriever", "cosine_distance_to_similarity"]
 

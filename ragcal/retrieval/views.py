@@ -4,7 +4,7 @@ Access control gives every caller a *view* of a corpus: the chunks at the
 levels it may see (:meth:`ragcal.retrieval.index.RetrievalIndex.restrict`).
 A decision's wording (counts, topics, headings, owners, terms) must describe
 the view that was searched, never a larger one. So every retriever stamps its
-results with :func:`view_key` of the chunks it holds, and
+results with :func:`~ragcal.retrieval.base.view_key` of the chunks it holds, and
 :meth:`~ragcal.retrieval.index.RetrievalIndex.retrieve` also attaches the
 view's :class:`CorpusDescription`. :func:`searched_corpus` picks the
 description a decision may use; gates call it for every refusal and hedge, so
@@ -14,21 +14,16 @@ message from the results alone).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["view_key", "CorpusDescription", "searched_corpus", "ViewMismatchError"]
+from .base import view_key
+
+__all__ = ["CorpusDescription", "searched_corpus", "ViewMismatchError"]
 
 _N_TERMS = 3
-
-
-def view_key(chunk_ids) -> str:
-    """A short digest of a set of chunk ids: equal keys, same view."""
-    digest = hashlib.sha256("\n".join(sorted(map(str, chunk_ids))).encode("utf-8"))
-    return digest.hexdigest()[:20]
 
 
 class ViewMismatchError(ValueError):
@@ -64,7 +59,7 @@ class CorpusDescription:
     topics : tuple of str
         Top-level section titles, those with the most pages first.
     view : str
-        :func:`view_key` of the described chunks (computed when empty).
+        :func:`~ragcal.retrieval.base.view_key` of the described chunks (computed when empty).
     """
 
     name: str

@@ -5,12 +5,16 @@ corpus, score logs or service needs only the library. The library never
 imports this package (a test walks the import graph).
 
 - :mod:`~ragcal.study.reproduce`: the main job, ``results/<corpus>/`` and ``results/cross_corpus.md``;
-- :mod:`~ragcal.study.report`: the wording of ``summary.md``;
+- :mod:`~ragcal.study.report`: the sections of ``summary.md`` set beside the published numbers;
 - :mod:`~ragcal.study.published`: the published numbers we set ours beside;
 - :mod:`~ragcal.study.golden`: the pinned golden sets of both corpora;
+- :mod:`~ragcal.study.labeled_sets`: the keyword check of the bundled labeled sets' near-domain questions;
 - :mod:`~ragcal.study.gates`, :mod:`~ragcal.study.learned`, :mod:`~ragcal.study.access`,
-  :mod:`~ragcal.study.rerank`: the gate, learned-gate, access-control and reranker studies;
+  :mod:`~ragcal.study.rerank`: the gate, learned-gate, access-control and reranker studies, each with its
+  ``summary.md`` section (the learned gate's in :mod:`~ragcal.study.learned_report`);
 - :mod:`~ragcal.study.cross_corpus`: what holds across the two corpora;
+- :mod:`~ragcal.study.cross_model`: two embedding models on the same questions (statistics in
+  :mod:`~ragcal.study.cross_model_stats`);
 - :mod:`~ragcal.study.notebooks`: the notebook runner;
 - :mod:`~ragcal.study.commands`: the ``reproduce`` and ``golden`` commands.
 """

@@ -13,6 +13,7 @@ of the 1,000 stratified splits that the threshold rules use, and counted on the
 other half, including whether each answer passes a gold passage on
 (supported answers, unsupported answers and selective risk). Split 0 (the published protocol) also gets exact binomial
 intervals. Passage metrics come from the first ``n_passage_splits`` splits.
+:func:`gates_section` words the tables for ``summary.md``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ..gates import (
 )
 from ..gates.support import table_support
 
-__all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates"]
+__all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates", "gates_section"]
 
 #: The gate every other one is compared with, split by split.
 BASELINE_GATE = "threshold keep@0.95"
@@ -186,3 +187,169 @@ def evaluate_gates(
         "fitted": fitted,
         "heldout_gates": heldout,
     }
+
+
+def _held_cell(gates: pd.DataFrame, gate: str, slice_name: str, outcome: str) -> str:
+    row = gates[(gates["gate"] == gate) & (gates["slice"] == slice_name) & (gates["outcome"] == outcome)]
+    if row.empty:
+        return "n/a"
+    row = row.iloc[0]
+    return f"{row['heldout_mean']:.0%} ({row['heldout_p5']:.0%} to {row['heldout_p95']:.0%})"
+
+
+def _split_zero_cell(gates: pd.DataFrame, gate: str, slice_name: str, outcome: str) -> str:
+    row = gates[(gates["gate"] == gate) & (gates["slice"] == slice_name) & (gates["outcome"] == outcome)].iloc[0]
+    return f"{int(row['split0_k'])}/{int(row['split0_n'])} [{row['split0_low']:.0%}, {row['split0_high']:.0%}]"
+
+
+def gates_section(
+    gates: pd.DataFrame,
+    comparison: pd.DataFrame,
+    passages: pd.DataFrame,
+    *,
+    baseline: str,
+    n_splits: int,
+    n_passage_splits: int,
+    at_95=(),
+    fitted=None,
+) -> str:
+    """Held-out gate outcomes per slice, the comparison at 95% answerable kept, and the passages passed on."""
+    names = list(dict.fromkeys(gates["gate"]))
+    slices = [
+        name
+        for name in dict.fromkeys(gates["slice"])
+        if name not in ("answerable", "all unanswerable", "all questions")
+    ]
+    with_support = (gates["outcome"] == "selective_risk").any()
+    lines = [
+        "## Gates: answer, hedge or refuse",
+        "",
+        f"Each gate is fitted on the calibration half of each of {n_splits:,} stratified splits (the same splits as the "
+        "threshold rules above) and counted on the other half. Cells: mean held-out share (5th to 95th percentile "
+        "over splits). *Abstention accuracy* (seed 000) is the share of unanswerable questions refused. The "
+        "`threshold` gates are one `dense_top1` threshold per rule; `floor-gap` is seed 001's check fitted by a "
+        "2-D search over floor and minimum gap; `chain` is seed 003's fallback chain (hybrid, keyword-only BM25, "
+        "broad dense search that hedges, refuse).",
+        "",
+    ]
+    rows = []
+    for name in names:
+        record = {"gate": name, "answerable answered": _held_cell(gates, name, "answerable", "answered")}
+        record["answerable hedged"] = _held_cell(gates, name, "answerable", "hedge")
+        for slice_name in slices:
+            record[f"{slice_name} refused"] = _held_cell(gates, name, slice_name, "refuse")
+        record["abstention accuracy"] = _held_cell(gates, name, "all unanswerable", "refuse")
+        record["split 0: abstention, exact 95% CI"] = _split_zero_cell(gates, name, "all unanswerable", "refuse")
+        rows.append(record)
+    lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
+    if with_support:
+        lines += [
+            "**Supported answers.** An answer is *supported* when the question is answerable and a passage passed on "
+            "comes from a gold page; every other answer (an unanswerable question answered, or an answerable one "
+            "answered from the wrong pages) is *unsupported*. *Selective risk* is unsupported answers over answers. "
+            "Same splits and cells as above; split 0 with exact (Clopper-Pearson) 95% intervals.",
+            "",
+        ]
+        support_rows = []
+        for name in names:
+            support_rows.append(
+                {
+                    "gate": name,
+                    "answered (all questions)": _held_cell(gates, name, "all questions", "answered"),
+                    "answerable: supported": _held_cell(gates, name, "answerable", "supported"),
+                    "answerable: answered, no gold passed on": _held_cell(gates, name, "answerable", "unsupported"),
+                    "unsupported (all questions)": _held_cell(gates, name, "all questions", "unsupported"),
+                    "selective risk": _held_cell(gates, name, "all questions", "selective_risk"),
+                    "split 0: selective risk, exact 95% CI": _split_zero_cell(
+                        gates, name, "all questions", "selective_risk"
+                    ),
+                }
+            )
+        lines += [pd.DataFrame(support_rows).to_markdown(index=False), ""]
+    stages = gates[gates["outcome"].str.startswith("stage:")]
+    if not stages.empty:
+        chain_rows = []
+        for gate, group in stages.groupby("gate", sort=False):
+            for slice_name, per_slice in group.groupby("slice", sort=False):
+                record = {"gate": gate, "slice": slice_name}
+                for row in per_slice.itertuples():
+                    record[row.outcome.removeprefix("stage:")] = f"{row.heldout_mean:.0%}"
+                chain_rows.append(record)
+        lines += [
+            "Which chain stage decided (held-out share of each slice; the rest were refused):",
+            "",
+            pd.DataFrame(chain_rows).to_markdown(index=False),
+            "",
+        ]
+    lines += [
+        "### Which gate is best at 95% answerable kept",
+        "",
+        f"Gates fitted to keep 95% of the answerable calibration questions, each compared with `{baseline}` on the "
+        "same split: mean paired difference in held-out share, with the 2.5th to 97.5th percentile over splits.",
+        "",
+    ]
+    selected = comparison[comparison["gate"].isin(at_95)]
+    table = []
+    for gate, group in selected.groupby("gate", sort=False):
+        record = {"gate": gate}
+        for row in group.itertuples():
+            record[f"{row.slice} {row.outcome}"] = f"{row.mean:+.1%} [{row.low:+.1%}, {row.high:+.1%}]"
+        table.append(record)
+    lines += [pd.DataFrame(table).to_markdown(index=False), ""]
+    verdicts = []
+    for gate, group in selected.groupby("gate", sort=False):
+        near = group[(group["slice"] == "near-domain") & (group["outcome"] == "refuse")]
+        kept = group[(group["slice"] == "answerable") & (group["outcome"] == "answered")]
+        if near.empty:
+            continue
+        near, kept = near.iloc[0], kept.iloc[0]
+        if near["low"] > 0:
+            verdict = f"refuses more near-domain questions than one threshold ({near['mean']:+.1%})"
+        elif near["high"] < 0 or (near["high"] <= 0 and near["mean"] < 0 and kept["mean"] > 0):
+            verdict = (
+                f"does not beat one threshold: it answers more (answerable {kept['mean']:+.1%}) and so refuses fewer "
+                f"near-domain questions ({near['mean']:+.1%})"
+            )
+        else:
+            verdict = (
+                f"cannot be told apart from one threshold on this set (near-domain refused {near['mean']:+.1%}, "
+                f"interval [{near['low']:+.1%}, {near['high']:+.1%}])"
+            )
+        verdicts.append(f"- `{gate}` {verdict}.")
+    lines += verdicts + [""]
+    if fitted:
+        lines += ["Fitted on every labeled question (saved in `results/gates/`, usable with `ragcal ask --gate`):", ""]
+        lines += [f"- `{name}`: `{json_line}`" for name, json_line in fitted.items()]
+        lines.append("")
+    columns = {
+        "passages": "passages",
+        "precision@cut": "precision@cut",
+        "recall@cut": "recall@cut",
+        "precision@5": "precision@5",
+        "recall@5": "recall@5",
+        "precision@10": "precision@10",
+        "recall@10": "recall@10",
+    }
+    rows = []
+    for row in passages.to_dict("records"):
+        record = {"gate": row["gate"]}
+        for column, label in columns.items():
+            digits = 1 if column == "passages" else 2
+            record[label] = (
+                f"{row[column]:.{digits}f} ({row[column + '_p5']:.{digits}f} to {row[column + '_p95']:.{digits}f})"
+            )
+        rows.append(record)
+    lines += [
+        "### Passages passed on: the cut against a fixed top-k",
+        "",
+        f"Answerable held-out questions that the gate answered, first {n_passage_splits} splits; page-level context precision (share "
+        "of passages from a gold page) and recall (share of gold pages among them), mean over splits (5th to 95th "
+        "percentile). The cut passes on the passages that clear the gate's bar, at most 10 (20 in the chain's broad "
+        "stage); top-k takes the first k dense passages whatever their score. Within a row, the cut and top-k are "
+        "scored on the same questions; across rows the questions differ (each gate answers its own), so compare "
+        "the cut with top-k within a row rather than one gate's precision with another's.",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+        "",
+    ]
+    return "\n".join(lines)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .._io import atomic_write_text
+from .._params import parameter_error
 from ..calibration import fit_threshold, kept_share_interval, label_curve, parse_rule
 from ..metrics import outcome_table
 
@@ -67,7 +68,8 @@ def evaluate_label_curve(
     outcome = outcome_table(finite, signal, [threshold], confidence=confidence).iloc[0].copy()
     name, keep = parse_rule(rule)
     if name != "keep":
-        raise ValueError(f"evaluate_label_curve: the exact kept-share interval is for keep@ rules; got {rule!r}")
+        expected = "a keep@p rule (the exact kept-share interval is for keep@ rules only)"
+        raise parameter_error("rule", "evaluate_label_curve", expected, rule)
     outcome["future_kept_low"], outcome["future_kept_high"] = kept_share_interval(
         int(outcome["answerable_n"]), keep=keep, confidence=confidence
     )

@@ -261,17 +261,20 @@ def _bundled_inputs(queries_path, corpus_dir) -> tuple:
 def notebook_score_table(scores_path=None, *, queries_path=None, corpus_dir=None):
     """The score table a notebook works on.
 
-    ``scores_path`` when given (a table logged elsewhere); else computed from
-    ``corpus_dir`` and ``queries_path``, each the bundled FastAPI one when
-    None (with the bundled corpus's non-doc pages left out), through the
-    library's :func:`ragcal.score_tables.load_score_table`.
+    ``scores_path`` when given: an existing score table CSV (for instance
+    scores logged in production), read and checked, with nothing retrieved.
+    Else the table is computed by :func:`ragcal.scoring.score_query_file`
+    from ``corpus_dir`` and ``queries_path``, each the bundled FastAPI one
+    when None (with the bundled corpus's non-doc pages left out).
     """
-    from ..score_tables import load_score_table
+    from ..score_tables import check_score_table, read_csv_table
+    from ..scoring import score_query_file
 
     if scores_path is not None:
-        return load_score_table(scores_path)
+        return check_score_table(read_csv_table(scores_path), source=str(scores_path))
     queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
-    return load_score_table(queries_path=queries_path, corpus_dir=corpus_dir, exclude=exclude)
+    table, _, _ = score_query_file(queries_path, corpus_dir, exclude=exclude)
+    return table
 
 
 def notebook_scored_index(*, queries_path=None, corpus_dir=None):

@@ -16,10 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from .._io import atomic_write_text
+from ..formatting import format_interval
 from ..metrics import per_query_retrieval_metrics, qpp_table
 from ..queries import gold_pages
 from ..signals import SIGNALS
-from .report import format_interval
 
 __all__ = ["QUALITY", "retrieval_quality", "evaluate_qpp", "qpp_section"]
 

@@ -2,7 +2,9 @@
 
 Everything here formats tables that :mod:`ragcal.metrics` and
 :mod:`ragcal.calibration` computed; the sentences that interpret them are
-chosen by comparing numbers, so they stay true when the results change.
+chosen by comparing numbers, so they stay true when the results change. The
+sections of the extension studies live with them (:func:`ragcal.study.gates.gates_section`,
+:func:`ragcal.study.learned_report.learned_gate_section`, ``access_section``, ``rerank_section``, ...).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..formatting import format_interval, format_share
 from . import published as published_numbers
 
 __all__ = [
@@ -22,31 +25,13 @@ __all__ = [
     "differences_section",
     "HELDOUT_RULES",
     "GUARANTEE_RULE",
-    "gates_section",
     "guarantee_check",
-    "format_interval",
     "split_counts",
 ]
 
 #: Rules compared over repeated splits (delta = 0.1 for the two guarantees).
 HELDOUT_RULES = ("keep@1.0", "keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5")
 GUARANTEE_RULE = "recall_guarantee@0.9"
-
-
-def _share(k, n) -> str:
-    return f"{k / n:.0%} ({int(k)}/{int(n)})" if n else "n/a"
-
-
-def format_interval(value, low, high, *, digits: int = 3, sign: bool = False) -> str:
-    """``"0.986 [0.973, 0.996]"`` (``"+0.042 [+0.014, +0.074]"`` with ``sign``); ``"n/a"`` for NaN."""
-    if np.isnan(value):
-        return "n/a"
-    form = f"{{:{'+' if sign else ''}.{digits}f}}"
-    return f"{form.format(value)} [{form.format(low)}, {form.format(high)}]"
-
-
-def _interval(value, low, high, digits=3) -> str:
-    return format_interval(value, low, high, digits=digits)
 
 
 def differences_section(
@@ -135,7 +120,7 @@ def auc_section(aucs: pd.DataFrame, *, published: bool = True) -> str:
     table = pd.DataFrame(
         {
             "signal": overall["signal"],
-            "AUC [95% CI]": [_interval(*values) for values in overall[["auc", "ci_low", "ci_high"]].to_numpy()],
+            "AUC [95% CI]": [format_interval(*values) for values in overall[["auc", "ci_low", "ci_high"]].to_numpy()],
         }
     )
     if published:
@@ -147,7 +132,7 @@ def auc_section(aucs: pd.DataFrame, *, published: bool = True) -> str:
     for name in slices:
         part = aucs[aucs["comparison"] == name].set_index("signal")
         table[f"vs {name}"] = [
-            _interval(*part.loc[signal, ["auc", "ci_low", "ci_high"]]) for signal in overall["signal"]
+            format_interval(*part.loc[signal, ["auc", "ci_low", "ci_high"]]) for signal in overall["signal"]
         ]
     ranked = overall.dropna(subset=["auc"]).sort_values("auc", ascending=False)
     best = ranked.iloc[0]
@@ -161,7 +146,7 @@ def auc_section(aucs: pd.DataFrame, *, published: bool = True) -> str:
         "",
         table.to_markdown(index=False, floatfmt=".3f"),
         "",
-        f"`{best['signal']}` separates best ({_interval(best['auc'], best['ci_low'], best['ci_high'])}); "
+        f"`{best['signal']}` separates best ({format_interval(best['auc'], best['ci_low'], best['ci_high'])}); "
         f"the runner-up `{second['signal']}` is "
         + (
             "within its interval, so the order of the top two is not settled by this set."
@@ -172,7 +157,7 @@ def auc_section(aucs: pd.DataFrame, *, published: bool = True) -> str:
     if "dense_gap" in set(overall["signal"]):
         gap = overall.set_index("signal").loc["dense_gap"]
         lines.append(
-            f" The top-1/top-2 gap is weak here too ({_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}"
+            f" The top-1/top-2 gap is weak here too ({format_interval(gap['auc'], gap['ci_low'], gap['ci_high'])}"
             + (f"; published {published_numbers.AUC['dense_gap']})." if published else ").")
         )
     lines.append("")
@@ -232,12 +217,12 @@ def sweep_section(outcomes: pd.DataFrame, signal: str = "dense_top1", *, publish
         rows.append(
             {
                 "threshold": f"{row.threshold:.2f}",
-                "answerable kept": _share(row.answerable_kept_k, row.answerable_n)
+                "answerable kept": format_share(row.answerable_kept_k, row.answerable_n)
                 + f" [{row.answerable_kept_low:.0%}, {row.answerable_kept_high:.0%}]",
-                "near-domain refused": _share(row.near_domain_refused_k, row.near_domain_n)
+                "near-domain refused": format_share(row.near_domain_refused_k, row.near_domain_n)
                 + f" [{row.near_domain_refused_low:.0%}, {row.near_domain_refused_high:.0%}]",
-                "unrelated refused": _share(row.unrelated_refused_k, row.unrelated_n),
-                "all unanswerable refused": _share(row.unanswerable_refused_k, row.unanswerable_n),
+                "unrelated refused": format_share(row.unrelated_refused_k, row.unrelated_n),
+                "all unanswerable refused": format_share(row.unanswerable_refused_k, row.unanswerable_n),
                 **(
                     {"published (kept / near / unrel. / all)": " / ".join(f"{value:.0%}" for value in theirs)}
                     if published
@@ -286,18 +271,20 @@ def heldout_section(
                 {
                     "": "ours",
                     "threshold": f"{single['threshold']:.3f}",
-                    "answerable kept": _share(single["answerable_kept_k"], single["answerable_n"]),
-                    "unanswerable refused": _share(single["unanswerable_refused_k"], single["unanswerable_n"]),
+                    "answerable kept": format_share(single["answerable_kept_k"], single["answerable_n"]),
+                    "unanswerable refused": format_share(single["unanswerable_refused_k"], single["unanswerable_n"]),
                     **{
-                        f"{name.replace('_', '-')} refused": _share(single[f"{name}_refused_k"], single[f"{name}_n"])
+                        f"{name.replace('_', '-')} refused": format_share(
+                            single[f"{name}_refused_k"], single[f"{name}_n"]
+                        )
                         for name in slices
                     },
                 },
                 {
                     "": "published",
                     "threshold": f"{theirs['threshold']:.3f}",
-                    "answerable kept": _share(*theirs["answerable_kept"]),
-                    "unanswerable refused": _share(*theirs["unanswerable_refused"]),
+                    "answerable kept": format_share(*theirs["answerable_kept"]),
+                    "unanswerable refused": format_share(*theirs["unanswerable_refused"]),
                     **{f"{name.replace('_', '-')} refused": "" for name in slices},
                 },
             ][: 2 if published else 1]
@@ -401,317 +388,3 @@ def rule_of_thumb_section(
         )
         lines.append("")
     return "\n".join(lines)
-
-
-def _held(gates: pd.DataFrame, gate: str, slice_name: str, outcome: str) -> str:
-    row = gates[(gates["gate"] == gate) & (gates["slice"] == slice_name) & (gates["outcome"] == outcome)]
-    if row.empty:
-        return "n/a"
-    row = row.iloc[0]
-    return f"{row['heldout_mean']:.0%} ({row['heldout_p5']:.0%} to {row['heldout_p95']:.0%})"
-
-
-def _split_zero(gates: pd.DataFrame, gate: str, slice_name: str, outcome: str) -> str:
-    row = gates[(gates["gate"] == gate) & (gates["slice"] == slice_name) & (gates["outcome"] == outcome)].iloc[0]
-    return f"{int(row['split0_k'])}/{int(row['split0_n'])} [{row['split0_low']:.0%}, {row['split0_high']:.0%}]"
-
-
-def gates_section(
-    gates: pd.DataFrame,
-    comparison: pd.DataFrame,
-    passages: pd.DataFrame,
-    *,
-    baseline: str,
-    n_splits: int,
-    n_passage_splits: int,
-    at_95=(),
-    fitted=None,
-) -> str:
-    """Held-out gate outcomes per slice, the comparison at 95% answerable kept, and the passages passed on."""
-    names = list(dict.fromkeys(gates["gate"]))
-    slices = [
-        name for name in dict.fromkeys(gates["slice"]) if name not in ("answerable", "all unanswerable", "all questions")
-    ]
-    with_support = (gates["outcome"] == "selective_risk").any()
-    lines = [
-        "## Gates: answer, hedge or refuse",
-        "",
-        f"Each gate is fitted on the calibration half of each of {n_splits:,} stratified splits (the same splits as the "
-        "threshold rules above) and counted on the other half. Cells: mean held-out share (5th to 95th percentile "
-        "over splits). *Abstention accuracy* (seed 000) is the share of unanswerable questions refused. The "
-        "`threshold` gates are one `dense_top1` threshold per rule; `floor-gap` is seed 001's check fitted by a "
-        "2-D search over floor and minimum gap; `chain` is seed 003's fallback chain (hybrid, keyword-only BM25, "
-        "broad dense search that hedges, refuse).",
-        "",
-    ]
-    rows = []
-    for name in names:
-        record = {"gate": name, "answerable answered": _held(gates, name, "answerable", "answered")}
-        record["answerable hedged"] = _held(gates, name, "answerable", "hedge")
-        for slice_name in slices:
-            record[f"{slice_name} refused"] = _held(gates, name, slice_name, "refuse")
-        record["abstention accuracy"] = _held(gates, name, "all unanswerable", "refuse")
-        record["split 0: abstention, exact 95% CI"] = _split_zero(gates, name, "all unanswerable", "refuse")
-        rows.append(record)
-    lines += [pd.DataFrame(rows).to_markdown(index=False), ""]
-    if with_support:
-        lines += [
-            "**Supported answers.** An answer is *supported* when the question is answerable and a passage passed on "
-            "comes from a gold page; every other answer (an unanswerable question answered, or an answerable one "
-            "answered from the wrong pages) is *unsupported*. *Selective risk* is unsupported answers over answers. "
-            "Same splits and cells as above; split 0 with exact (Clopper-Pearson) 95% intervals.",
-            "",
-        ]
-        support_rows = []
-        for name in names:
-            support_rows.append(
-                {
-                    "gate": name,
-                    "answered (all questions)": _held(gates, name, "all questions", "answered"),
-                    "answerable: supported": _held(gates, name, "answerable", "supported"),
-                    "answerable: answered, no gold passed on": _held(gates, name, "answerable", "unsupported"),
-                    "unsupported (all questions)": _held(gates, name, "all questions", "unsupported"),
-                    "selective risk": _held(gates, name, "all questions", "selective_risk"),
-                    "split 0: selective risk, exact 95% CI": _split_zero(gates, name, "all questions", "selective_risk"),
-                }
-            )
-        lines += [pd.DataFrame(support_rows).to_markdown(index=False), ""]
-    stages = gates[gates["outcome"].str.startswith("stage:")]
-    if not stages.empty:
-        chain_rows = []
-        for gate, group in stages.groupby("gate", sort=False):
-            for slice_name, per_slice in group.groupby("slice", sort=False):
-                record = {"gate": gate, "slice": slice_name}
-                for row in per_slice.itertuples():
-                    record[row.outcome.removeprefix("stage:")] = f"{row.heldout_mean:.0%}"
-                chain_rows.append(record)
-        lines += [
-            "Which chain stage decided (held-out share of each slice; the rest were refused):",
-            "",
-            pd.DataFrame(chain_rows).to_markdown(index=False),
-            "",
-        ]
-    lines += [
-        "### Which gate is best at 95% answerable kept",
-        "",
-        f"Gates fitted to keep 95% of the answerable calibration questions, each compared with `{baseline}` on the "
-        "same split: mean paired difference in held-out share, with the 2.5th to 97.5th percentile over splits.",
-        "",
-    ]
-    selected = comparison[comparison["gate"].isin(at_95)]
-    table = []
-    for gate, group in selected.groupby("gate", sort=False):
-        record = {"gate": gate}
-        for row in group.itertuples():
-            record[f"{row.slice} {row.outcome}"] = f"{row.mean:+.1%} [{row.low:+.1%}, {row.high:+.1%}]"
-        table.append(record)
-    lines += [pd.DataFrame(table).to_markdown(index=False), ""]
-    verdicts = []
-    for gate, group in selected.groupby("gate", sort=False):
-        near = group[(group["slice"] == "near-domain") & (group["outcome"] == "refuse")]
-        kept = group[(group["slice"] == "answerable") & (group["outcome"] == "answered")]
-        if near.empty:
-            continue
-        near, kept = near.iloc[0], kept.iloc[0]
-        if near["low"] > 0:
-            verdict = f"refuses more near-domain questions than one threshold ({near['mean']:+.1%})"
-        elif near["high"] < 0 or (near["high"] <= 0 and near["mean"] < 0 and kept["mean"] > 0):
-            verdict = (
-                f"does not beat one threshold: it answers more (answerable {kept['mean']:+.1%}) and so refuses fewer "
-                f"near-domain questions ({near['mean']:+.1%})"
-            )
-        else:
-            verdict = (
-                f"cannot be told apart from one threshold on this set (near-domain refused {near['mean']:+.1%}, "
-                f"interval [{near['low']:+.1%}, {near['high']:+.1%}])"
-            )
-        verdicts.append(f"- `{gate}` {verdict}.")
-    lines += verdicts + [""]
-    if fitted:
-        lines += ["Fitted on every labeled question (saved in `results/gates/`, usable with `ragcal ask --gate`):", ""]
-        lines += [f"- `{name}`: `{json_line}`" for name, json_line in fitted.items()]
-        lines.append("")
-    columns = {
-        "passages": "passages",
-        "precision@cut": "precision@cut",
-        "recall@cut": "recall@cut",
-        "precision@5": "precision@5",
-        "recall@5": "recall@5",
-        "precision@10": "precision@10",
-        "recall@10": "recall@10",
-    }
-    rows = []
-    for row in passages.to_dict("records"):
-        record = {"gate": row["gate"]}
-        for column, label in columns.items():
-            digits = 1 if column == "passages" else 2
-            record[label] = (
-                f"{row[column]:.{digits}f} ({row[column + '_p5']:.{digits}f} to {row[column + '_p95']:.{digits}f})"
-            )
-        rows.append(record)
-    lines += [
-        "### Passages passed on: the cut against a fixed top-k",
-        "",
-        f"Answerable held-out questions that the gate answered, first {n_passage_splits} splits; page-level context precision (share "
-        "of passages from a gold page) and recall (share of gold pages among them), mean over splits (5th to 95th "
-        "percentile). The cut passes on the passages that clear the gate's bar, at most 10 (20 in the chain's broad "
-        "stage); top-k takes the first k dense passages whatever their score. Within a row, the cut and top-k are "
-        "scored on the same questions; across rows the questions differ (each gate answers its own), so compare "
-        "the cut with top-k within a row rather than one gate's precision with another's.",
-        "",
-        pd.DataFrame(rows).to_markdown(index=False),
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _learned_cell(row, digits: int, percent: bool) -> str:
-    if percent:
-        return f"{row['mean']:.1%} [{row['low']:.1%}, {row['high']:.1%}]"
-    return format_interval(row["mean"], row["low"], row["high"], digits=digits)
-
-
-def _learned_difference(row, digits: int, percent: bool) -> str:
-    if percent:
-        return f"{row['difference']:+.1%} [{row['difference_low']:+.1%}, {row['difference_high']:+.1%}]"
-    return format_interval(row["difference"], row["difference_low"], row["difference_high"], digits=digits, sign=True)
-
-
-def _learned_label(slice_name: str, outcome: str) -> str:
-    """Column name of one compared outcome of the learned-gate table."""
-    if outcome == "answered":
-        return "answerable kept"
-    if outcome == "refuse":
-        return f"{slice_name} refused"
-    if outcome == "selective_risk":
-        return f"selective risk ({slice_name}, lower is better)"
-    return f"{slice_name} {outcome}"
-
-
-def learned_gate_section(learned: dict, *, baseline_gate: str, default_gate: str, rule: str, default_signals) -> str:
-    """The learned gate against one threshold: held-out AUC, outcomes at ``rule``, paired differences, coefficients.
-
-    ``learned`` is the return value of :func:`ragcal.study.learned.evaluate_learned_gates`.
-    """
-    sets, n_splits = learned["sets"], learned["n_splits"]
-    auc, outcomes, coefficients = learned["auc"], learned["outcomes"], learned["coefficients"]
-    gates = [baseline_gate, *[f"learned {name}" for name in sets]]
-    comparisons = list(dict.fromkeys(auc["comparison"]))
-    auc_rows = []
-    for gate in gates:
-        record = {"gate": gate}
-        for comparison in comparisons:
-            row = auc[(auc["gate"] == gate) & (auc["comparison"] == comparison)].iloc[0]
-            cell = _learned_cell(row, 3, False)
-            if gate != baseline_gate:
-                cell += f"; {_learned_difference(row, 3, False)}"
-            record[f"vs {comparison}"] = cell
-        auc_rows.append(record)
-    outcome_rows = []
-    compared = list(dict.fromkeys(zip(outcomes["slice"], outcomes["outcome"])))
-    for gate in gates:
-        record = {"gate": gate}
-        for slice_name, outcome in compared:
-            row = outcomes[
-                (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
-            ]
-            row = row.iloc[0]
-            label = _learned_label(slice_name, outcome)
-            cell = _learned_cell(row, 3, True)
-            if gate != baseline_gate:
-                cell += f"; {_learned_difference(row, 3, True)}"
-            record[label] = cell
-        outcome_rows.append(record)
-    verdicts = []
-    for gate in gates[1:]:
-        parts = []
-        for slice_name, outcome in compared:
-            row = outcomes[
-                (outcomes["gate"] == gate) & (outcomes["slice"] == slice_name) & (outcomes["outcome"] == outcome)
-            ]
-            row = row.iloc[0]
-            label = _learned_label(slice_name, outcome)
-            parts.append(
-                f"{label} {row['verdict']} ({row['difference']:+.1%}, better in {row['better']:.0%} of splits)"
-            )
-        row = auc[(auc["gate"] == gate) & (auc["comparison"] == "all unanswerable")].iloc[0]
-        parts.append(f"AUC {row['verdict']} ({row['difference']:+.3f})")
-        verdicts.append(f"- `{gate}` against `{baseline_gate}`: " + "; ".join(parts) + ".")
-    near = outcomes[(outcomes["slice"] == "near-domain") & (outcomes["outcome"] == "refuse")]
-    near = near[near["gate"] != baseline_gate].sort_values("mean", ascending=False)
-    best_line = ""
-    if not near.empty:
-        best = near.iloc[0]
-        default_near = near[near["gate"] == default_gate]
-        own = coefficients[(coefficients["gate"] == default_gate) & (coefficients["signal"] != "(intercept)")]
-        steady = float(np.maximum(own["positive"], 1 - own["positive"]).min()) if not own.empty else float("nan")
-        best_line = (
-            f"Of the learned gates, `{best['gate']}` refuses the most near-domain questions at {rule} "
-            f"({best['mean']:.1%} on average). `ragcal fit-gate --learned` without `--signals` uses `{default_gate}` "
-            f"({', '.join(f'`{name}`' for name in default_signals)})"
-            + (f", which refuses {default_near.iloc[0]['mean']:.1%} of them" if not default_near.empty else "")
-            + (
-                "."
-                if np.isnan(steady)
-                else "; each of its coefficients keeps its sign on every split."
-                if steady == 1
-                else f"; each of its coefficients keeps its sign on at least {steady:.0%} of the splits."
-            )
-            + " That default set was picked after looking at whole-set AUCs of these labeled questions, so its "
-            "held-out numbers carry some selection effect; `learned all`, which picks nothing, is the clean "
-            "comparison."
-        )
-    coefficient_rows = []
-    for gate in gates[1:]:
-        part = coefficients[coefficients["gate"] == gate]
-        for row in part.to_dict("records"):
-            coefficient_rows.append(
-                {
-                    "gate": gate,
-                    "signal": row["signal"],
-                    "standardised coefficient": format_interval(
-                        row["mean"], row["low"], row["high"], digits=2, sign=True
-                    ),
-                    "splits with a positive coefficient": f"{row['positive']:.0%}",
-                }
-            )
-    set_lines = [
-        f"- `learned {name}`: {', '.join(f'`{signal}`' for signal in signals)}" for name, signals in sets.items()
-    ]
-    return "\n".join(
-        [
-            "## A learned gate against one `dense_top1` threshold (nested held-out)",
-            "",
-            f"A logistic regression (C = 1, mean imputation and standard scaling inside the pipeline) over each signal "
-            f"set below, against one `dense_top1` threshold. On each of {n_splits:,} stratified half splits (the same "
-            f"seeds as every held-out table here), the model and its `{rule}` threshold are fitted on the calibration "
-            "half only (the threshold on 5-fold out-of-fold scores of that half), and everything is counted on the "
-            "other half: no learned score is evaluated on a question it was trained on. Cells: mean over splits "
-            "[2.5th, 97.5th percentile]; after the semicolon, the paired per-split difference against the threshold "
-            "on the same split. The splits overlap, so the percentiles show how much one split can vary, not a "
-            "confidence interval of the mean; 'better' or 'worse' means the paired interval excludes 0, 'no worse' "
-            "(or 'no better') that its bound is exactly 0: better (worse) on many splits, equal on the rest.",
-            "",
-            *set_lines,
-            "",
-            "Held-out AUC:",
-            "",
-            pd.DataFrame(auc_rows).to_markdown(index=False),
-            "",
-            f"At `{rule}` (fitted on the calibration half):",
-            "",
-            pd.DataFrame(outcome_rows).to_markdown(index=False),
-            "",
-            *verdicts,
-            "",
-            best_line,
-            "",
-            "Standardised coefficients (change of the log-odds of 'answerable' per standard deviation of the signal, "
-            "with the other signals held fixed) across splits. Correlated signals share their weight, so a small or "
-            "unstable coefficient in the larger set does not mean the signal is useless on its own (see the AUC "
-            "table above).",
-            "",
-            pd.DataFrame(coefficient_rows).to_markdown(index=False),
-            "",
-        ]
-    )

@@ -49,23 +49,22 @@ from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
 from .access import access_gating, access_score_tables, access_section
-from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates
+from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates_section
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
+from .learned_report import learned_gate_section
 from .published import SWEEP_GRID, published_split
+from .qpp import evaluate_qpp, qpp_section
 from .report import (
     HELDOUT_RULES,
     auc_section,
     differences_section,
     empty_section,
-    gates_section,
     group_stats_section,
     heldout_section,
-    learned_gate_section,
     rule_of_thumb_section,
     sweep_section,
 )
-from .qpp import evaluate_qpp, qpp_section
 from .rerank import rerank_aucs, rerank_section
 from .selective import evaluate_selective, selective_section, support_inputs
 

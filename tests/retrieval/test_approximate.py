@@ -57,5 +57,5 @@ def test_synthetic_corpus_is_seeded_and_labeled():
     assert first.answerable.tolist() == (first.slices == "answerable").tolist()
     assert set(pd.unique(first.slices)) <= {"answerable", "near-domain", "unrelated"}
     assert not np.array_equal(synthetic_corpus(500, 40, dim=16, random_state=8).embeddings, first.embeddings)
-    with pytest.raises(ValueError, match="n_chunks >= 1"):
+    with pytest.raises(ValueError, match="'n_chunks' parameter of synthetic_corpus must be an int >= 1"):
         synthetic_corpus(0, 5)

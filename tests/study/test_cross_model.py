@@ -6,10 +6,10 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration import fit_threshold, split_by_slice
-from ragcal.study.cross_model import (
+from ragcal.study.cross_model import cross_model_report
+from ragcal.study.cross_model_stats import (
     auc_by_model,
     aurc_by_model,
-    cross_model_report,
     model_dependent_signals,
     summarize_copy,
     threshold_copy,

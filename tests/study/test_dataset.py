@@ -6,7 +6,7 @@ import pytest
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import Document, load_corpus
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
-from ragcal.labeling import keyword_check
+from ragcal.study.labeled_sets import keyword_check
 from ragcal.queries import load_queries
 
 

@@ -13,7 +13,7 @@ from ragcal.retrieval import RetrievalResult
 from ragcal.score_tables import unanswerable_slices
 from ragcal.study.cross_corpus import learned_transfer_text
 from ragcal.study.learned import candidate_sets, heldout_learned, learned_transfer, summarize_learned
-from ragcal.study.report import learned_gate_section
+from ragcal.study.learned_report import learned_gate_section
 
 SETS = {"pair": ("dense_top1", "bm25_top1_raw")}
 

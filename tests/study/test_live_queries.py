@@ -8,7 +8,7 @@ import pytest
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_LIVE_QUERIES, FASTAPI_QUERIES, RUST_BOOK_QUERIES
-from ragcal.labeling import keyword_check
+from ragcal.study.labeled_sets import keyword_check
 from ragcal.queries import load_queries
 
 #: What each answerable question's gold page must say for the label to hold (read off the page, includes expanded).

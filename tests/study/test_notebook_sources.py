@@ -31,3 +31,35 @@ def test_executed_notebooks_show_no_machine_paths(name):
     machine = re.compile(r"PosixPath\(|'/(?:work|home|root|tmp)/")
     found = [text for text in texts if root in text or machine.search(text)]
     assert not found, f"{name}.ipynb shows machine paths: {found[:2]}"
+
+
+def output_texts(notebook: dict) -> list[str]:
+    """What an executed notebook shows as text: streams (warnings land on stderr), tracebacks, and every text form
+    of a rich output (``text/plain``, ``text/html``, ...); images are left out (base64 may spell anything)."""
+    texts = []
+    for cell in notebook["cells"]:
+        for output in cell.get("outputs", []):
+            texts.append("".join(output.get("text", "")))
+            texts.append("\n".join(output.get("traceback", [])))
+            texts += ["".join(value) for kind, value in output.get("data", {}).items() if kind.startswith("text/")]
+    return texts
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS_DIR.glob("*.ipynb")), ids=lambda path: path.stem)
+def test_committed_outputs_name_no_temporary_home_or_checkout_folder(path):
+    """A warning printed in a cell names the kernel's file of that cell (``/tmp/ipykernel_<pid>/<hash>.py``), which
+    differs on every run; the checkout and the home folder differ on every machine. None may reach the record."""
+    import json
+    from pathlib import Path
+
+    forbidden = ["/tmp/", "ipykernel_", str(NOTEBOOKS_DIR.parent.resolve())]
+    home = Path.home()
+    if len(home.parts) > 1:
+        forbidden.append(f"{home}/")
+    found = [
+        (needle, text.strip()[:200])
+        for text in output_texts(json.loads(path.read_text()))
+        for needle in forbidden
+        if needle in text
+    ]
+    assert not found, f"{path.name}: outputs show {found[:2]}"

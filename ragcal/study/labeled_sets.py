@@ -1,4 +1,4 @@
-"""Checks that keep a labeled query set honest.
+"""The keyword check that keeps the bundled labeled query sets honest.
 
 An *unanswerable* near-domain query is only unanswerable if the corpus does not
 cover its topic. :func:`keyword_check` searches the corpus for the topic's
@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .chunking import chunk_by_headings
+from ..chunking import chunk_by_headings
 
 __all__ = ["KeywordCheck", "keyword_check", "term_pattern"]
 
