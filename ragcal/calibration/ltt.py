@@ -403,7 +403,7 @@ def threshold_by_ltt(scores, answerable, value, *, delta, support, higher_is_ans
     if support is None:
         raise ValueError(
             f"{key} needs to know which answers are supported: pass support= (levels from the retrieval runs and "
-            "the gold pages, ragcal.gates.signal_support), or on the command line --runs and --queries"
+            "the gold pages, ragcal.gates.support.signal_support), or on the command line --runs and --queries"
         )
     candidates = threshold_grid(scores, None, fixed_sequence=False)
     answered, supported = threshold_answers(

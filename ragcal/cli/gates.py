@@ -138,7 +138,9 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 def run_fit_gate(args) -> None:
     from ..calibration import parse_rule
     from ..calibration.rules import get_rule
-    from ..gates import answered_shares, fit_gate, gate_columns, save_gate
+    from ..gates import fit_gate, save_gate
+    from ..gates.evaluate import answered_shares
+    from ..gates.fit import gate_columns
     from ..score_tables import check_score_table, provenance_path, read_csv_table, read_provenance
 
     if args.learned:
@@ -283,14 +285,8 @@ def _certifier(kind, rules, args, signals, support):
     (its index), so held-out splits (:func:`ragcal.gates.heldout_gates`) take
     the support of their own questions.
     """
-    from ..gates import (
-        certify_chain,
-        certify_floor_gap,
-        certify_learned_gate,
-        certify_threshold_gate,
-        signal_support,
-        support_levels,
-    )
+    from ..gates import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate, support_levels
+    from ..gates.support import signal_support
 
     results, gold = support if support is not None else (None, None)
     options = {"delta": args.delta}

@@ -132,7 +132,7 @@ class Gate(ABC):
     :meth:`decide_table`, which the held-out evaluation uses; the two agree
     on action, score and stage.
 
-    ``refusals`` is an optional :class:`ragcal.gates.CorpusDescription` that
+    ``refusals`` is an optional :class:`ragcal.retrieval.views.CorpusDescription` that
     words refusals and hedges with the corpus's page titles and terms; it is
     not part of the gate's saved form (bind it with :meth:`bind`). Results
     from :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` carry the

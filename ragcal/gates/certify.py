@@ -216,7 +216,7 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
                   dense_bars=None, keyword_bars=None, max_passages: int = 10, broad_max_passages: int = 20):
     """The default :class:`FallbackChain` whose three stage bars Learn-then-Test certifies together.
 
-    The chain is :func:`ragcal.gates.default_chain` (no reranker stage):
+    The chain is :func:`ragcal.gates.chain.default_chain` (no reranker stage):
     ``hybrid`` answers when ``dense_top1`` clears the high bar (passages in
     fused order, each clearing it), then ``keyword`` when
     ``bm25_top1_stopwords`` clears its bar, then ``broad`` hedges when

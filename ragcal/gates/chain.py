@@ -84,7 +84,7 @@ class FallbackChain(Gate):
 
     See Also
     --------
-    ragcal.gates.fit_default_chain : hybrid, then keyword-only, then a broad hedged dense search.
+    ragcal.gates.chain.fit_default_chain : hybrid, then keyword-only, then a broad hedged dense search.
     """
 
     type = "chain"

@@ -22,7 +22,7 @@ def floor_gap_columns(retriever: str) -> tuple[str, str]:
 
     ``("dense_top1", "dense_top2")`` for dense (the registered signals), else
     ``("<retriever>_top1", "<retriever>_top2")`` as written by
-    :func:`ragcal.gates.retriever_features`. NaN means "no such hit".
+    :func:`ragcal.gates.fit.retriever_features`. NaN means "no such hit".
     """
     return f"{retriever}_top1", f"{retriever}_top2"
 

@@ -27,19 +27,17 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..gates import (
-    fit_default_chain,
     fit_floor_gap,
     fit_threshold_gate,
     floor_gap_sweep,
     gate_outcomes,
     heldout_gates,
-    paired_differences,
-    passage_metrics,
     save_gate,
     summarize_heldout_gates,
-    support_inputs,
 )
-from ..gates.support import table_support
+from ..gates.chain import fit_default_chain
+from ..gates.evaluate import paired_differences, passage_metrics
+from ..gates.support import support_inputs, table_support
 
 __all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates", "gates_section"]
 

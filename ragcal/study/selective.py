@@ -29,19 +29,17 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..calibration import parse_rule
 from ..gates import (
-    bar_support,
     certify_chain,
     certify_floor_gap,
     certify_learned_gate,
     certify_threshold_gate,
     heldout_gates,
     save_gate,
-    signal_support,
     summarize_heldout_gates,
-    support_inputs,
     support_levels,
     table_support,
 )
+from ..gates.support import bar_support, signal_support, support_inputs
 from ..metrics.selective import risk_coverage, selective_comparison
 from ..score_tables import signal_columns
 from ..signals import SIGNALS

@@ -8,7 +8,9 @@ import pytest
 
 from ragcal.cli import main
 from ragcal.datasets import FASTAPI_QUERIES
-from ragcal.gates import fit_default_chain, fit_floor_gap, fit_threshold_gate, retriever_features
+from ragcal.gates import fit_floor_gap, fit_threshold_gate
+from ragcal.gates.chain import fit_default_chain
+from ragcal.gates.fit import retriever_features
 from ragcal.queries import load_queries
 from ragcal.score_tables import write_score_table
 from ragcal.scoring import score_table
@@ -185,7 +187,8 @@ def test_fit_learned_gate_then_ask_json_scores_with_the_saved_model(scores_csv, 
 
 
 def test_support_levels_agree_with_the_passages_decide_passes_on(labeled):
-    from ragcal.gates import FloorGapGate, ThresholdGate, gold_pages, signal_support, support_levels, supported_answers
+    from ragcal.gates import FloorGapGate, ThresholdGate, support_levels, supported_answers
+    from ragcal.gates.support import gold_pages, signal_support
 
     queries, retrieved, table = labeled
     results = [{name: listed[row] for name, listed in retrieved.items()} for row in range(len(queries))]
@@ -242,16 +245,8 @@ def test_fit_gate_joint_prints_and_saves_the_certificate(scores_csv, capsys, tmp
 
 
 def test_table_support_is_what_decide_passes_on_for_every_gate_kind(labeled):
-    from ragcal.gates import (
-        ThresholdGate,
-        cut_support,
-        fit_learned_gate,
-        gold_pages,
-        support_inputs,
-        support_levels,
-        supported_answers,
-        table_support,
-    )
+    from ragcal.gates import ThresholdGate, fit_learned_gate, support_levels, supported_answers, table_support
+    from ragcal.gates.support import cut_support, gold_pages, support_inputs
 
     queries, retrieved, table = labeled
     features = retriever_features(retrieved)

@@ -177,7 +177,7 @@ def draw_chain(rng, n):
 
 
 def chain_outcome(drawn, high, keyword, low):
-    """Answered and supported under :func:`ragcal.gates.default_chain` with these bars, in closed form."""
+    """Answered and supported under :func:`ragcal.gates.chain.default_chain` with these bars, in closed form."""
     answerable, top, second, bm25, first_gold, second_gold, bm25_gold = drawn
     hybrid = top >= high
     by_keyword = ~hybrid & (bm25 >= keyword)
@@ -207,7 +207,8 @@ def chain_inputs(drawn):
 
 
 def test_chain_candidates_count_what_the_chain_decides():
-    from ragcal.gates import certify_chain, default_chain, supported_answers, table_support
+    from ragcal.gates import certify_chain, supported_answers, table_support
+    from ragcal.gates.chain import default_chain
 
     drawn = draw_chain(np.random.default_rng(20), 120)
     table, results, gold = chain_inputs(drawn)

@@ -14,7 +14,6 @@ from ragcal.calibration import fit_threshold, heldout_outcomes
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
 from ragcal.gates import (
-    CorpusDescription,
     Decision,
     FallbackChain,
     FloorGapGate,
@@ -22,21 +21,21 @@ from ragcal.gates import (
     GateWarning,
     Stage,
     ThresholdGate,
-    fit_default_chain,
     fit_floor_gap,
     fit_threshold_gate,
     floor_gap_sweep,
-    gate_from_dict,
     gate_outcomes,
     heldout_gates,
     load_gate,
-    paired_differences,
-    passage_metrics,
     read_gate_file,
-    refusal_message,
     save_gate,
 )
+from ragcal.gates.base import gate_from_dict
+from ragcal.gates.chain import fit_default_chain
+from ragcal.gates.evaluate import paired_differences, passage_metrics
+from ragcal.gates.refusal import refusal_message
 from ragcal.retrieval import BM25Retriever, RetrievalResult
+from ragcal.retrieval.views import CorpusDescription
 
 
 def hits(name, *pairs):
@@ -561,15 +560,9 @@ def test_fit_gate_dispatches_to_each_kinds_fit_function():
     import pandas as pd
 
     from ragcal.datasets import DATA_DIR
-    from ragcal.gates import (
-        fit_default_chain,
-        fit_floor_gap,
-        fit_gate,
-        fit_learned_gate,
-        fit_threshold_gate,
-        gate_columns,
-        gate_kinds,
-    )
+    from ragcal.gates import fit_floor_gap, fit_gate, fit_learned_gate, fit_threshold_gate, gate_kinds
+    from ragcal.gates.chain import fit_default_chain
+    from ragcal.gates.fit import gate_columns
 
     table = pd.read_csv(DATA_DIR.parent / "results" / "fastapi" / "scores.csv")
     assert set(gate_kinds()) == {"threshold", "floor_gap", "chain", "learned"}

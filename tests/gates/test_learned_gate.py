@@ -7,10 +7,11 @@ import pandas as pd
 import pytest
 
 from ragcal.calibration import fit_threshold
-from ragcal.gates import LearnedGate, LinearScore, fit_learned_gate, fit_learned_score, gate_from_dict, save_gate
+from ragcal.gates import LearnedGate, fit_learned_gate, save_gate
+from ragcal.gates.base import gate_from_dict
 from ragcal.gates.files import read_gate_file
 from ragcal.gates.learned import crossfit_scores
-from ragcal.gates.learned_score import learned_pipeline
+from ragcal.gates.learned_score import LinearScore, fit_learned_score, learned_pipeline
 from ragcal.retrieval import RetrievalResult
 
 SIGNALS = ("dense_top1", "bm25_top1_raw")

@@ -10,7 +10,8 @@ from conftest import write
 from test_access import HashEmbedder, write_corpus
 
 from ragcal.cli import main
-from ragcal.gates import GateFileError, GateWarning, ThresholdGate, fit_default_chain, load_gate, save_gate
+from ragcal.gates import GateFileError, GateWarning, ThresholdGate, load_gate, save_gate
+from ragcal.gates.chain import fit_default_chain
 from ragcal.retrieval import RetrievalResult
 from ragcal.retrieval.index import build_index
 from ragcal.retrieval.rerank import CrossEncoderReranker, RerankerLoadError, build_tiny_cross_encoder

@@ -36,7 +36,8 @@ def test_guarantee_check_by_hand():
 @pytest.mark.slow
 def test_population_check_on_the_bundled_set(fastapi_index):
     from ragcal.datasets import FASTAPI_QUERIES
-    from ragcal.gates import support_inputs, support_levels
+    from ragcal.gates import support_levels
+    from ragcal.gates.support import support_inputs
     from ragcal.queries import load_queries
     from ragcal.scoring import score_table
 
