@@ -16,7 +16,8 @@ import pandas as pd
 from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration import fit_threshold
-from ragcal.metrics import auc_bootstrap, auc_table, group_stats, sweep
+from ragcal.metrics import auc_table, group_stats, sweep
+from ragcal.metrics.auc import auc_bootstrap
 
 
 def synthetic_table(n, random_state=0):

@@ -20,7 +20,9 @@ from sklearn.metrics import roc_auc_score
 
 from .embedding import load_embedder
 from .formatting import interval_cell
-from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics
+from .metrics import auc_with_ci
+from .metrics.auc import auc_bootstrap
+from .metrics.retrieval import bootstrap_mean_ci, per_query_retrieval_metrics
 from .queries import gold_pages
 from .retrieval.index import build_index
 

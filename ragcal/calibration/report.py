@@ -85,7 +85,7 @@ def calibrate(
     n_splits : int, default=0
         Held-out stratified half splits (:func:`heldout_outcomes`); none when 0.
     n_resamples, bootstrap_rows
-        See :func:`ragcal.metrics.auc_interval`.
+        See :func:`ragcal.metrics.auc.auc_interval`.
     grid_points, every_score_limit
         See :func:`ragcal.metrics.sweep`.
     random_state : int, default=0

@@ -202,7 +202,7 @@ def load_signals_modules(args) -> None:
 
 
 def print_slice_summary(table, signal="dense_top1") -> None:
-    from ..metrics import slice_summary
+    from ..metrics.outcomes import slice_summary
 
     print(f"\n{signal} by slice:")
     print(slice_summary(table, signal).to_string())

@@ -11,32 +11,23 @@
 """
 
 from ._common import DegenerateInputWarning
-from .auc import AucInterval, auc_bootstrap, auc_interval, auc_table, auc_with_ci, roc_band
-from .outcomes import clopper_pearson, group_stats, outcome_table, slice_summary, sweep
-from .qpp import QPP_MEASURES, qpp_correlations, qpp_measures, qpp_table, smare, smare_chance
-from .retrieval import RETRIEVAL_METRICS, bootstrap_mean_ci, per_query_retrieval_metrics, retrieval_metrics
+from .auc import auc_table, auc_with_ci, roc_band
+from .outcomes import clopper_pearson, group_stats, outcome_table, sweep
+from .qpp import qpp_correlations, qpp_table
+from .retrieval import retrieval_metrics
 
+#: What a user calls; the building blocks (bootstrap draws, AUC intervals of large tables, per-query metrics,
+#: sMARE) are imported from their modules.
 __all__ = [
     "DegenerateInputWarning",
-    "RETRIEVAL_METRICS",
     "retrieval_metrics",
-    "per_query_retrieval_metrics",
-    "bootstrap_mean_ci",
     "auc_with_ci",
-    "auc_interval",
-    "AucInterval",
-    "auc_bootstrap",
     "auc_table",
     "roc_band",
     "clopper_pearson",
     "outcome_table",
     "sweep",
     "group_stats",
-    "slice_summary",
-    "QPP_MEASURES",
-    "smare",
-    "smare_chance",
-    "qpp_measures",
     "qpp_correlations",
     "qpp_table",
 ]

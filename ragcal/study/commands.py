@@ -122,7 +122,7 @@ def chunking_variants(names: str) -> dict:
 def run_reproduce(args) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
-    from ..metrics import slice_summary
+    from ..metrics.outcomes import slice_summary
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()

@@ -26,7 +26,8 @@ from .._io import atomic_write_text
 from ..calibration import fit_threshold
 from ..chunk_sweep import chunking_verdict
 from ..formatting import format_interval
-from ..metrics import DegenerateInputWarning, auc_bootstrap, outcome_table
+from ..metrics import DegenerateInputWarning, outcome_table
+from ..metrics.auc import auc_bootstrap
 from ..score_tables import unanswerable_slices
 from ..signals import SIGNALS
 from .learned import learned_transfer

@@ -20,7 +20,8 @@ from sklearn.metrics import roc_auc_score
 
 from ..calibration import split_by_slice
 from ..calibration.rules import fit_rule
-from ..metrics import DegenerateInputWarning, auc_bootstrap, outcome_table
+from ..metrics import DegenerateInputWarning, outcome_table
+from ..metrics.auc import auc_bootstrap
 from ..metrics.selective import selective_comparison
 from ..score_tables import unanswerable_slices
 from ..signals import SIGNALS

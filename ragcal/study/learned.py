@@ -418,7 +418,7 @@ def learned_transfer(
         exact 95% interval.
     """
     from ..gates import gate_outcomes
-    from ..metrics import auc_bootstrap
+    from ..metrics.auc import auc_bootstrap
     from ..score_tables import slice_column
 
     rows = []

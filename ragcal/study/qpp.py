@@ -17,7 +17,8 @@ import pandas as pd
 
 from .._io import atomic_write_text
 from ..formatting import format_interval
-from ..metrics import per_query_retrieval_metrics, qpp_table
+from ..metrics import qpp_table
+from ..metrics.retrieval import per_query_retrieval_metrics
 from ..queries import gold_pages
 from ..signals import SIGNALS
 

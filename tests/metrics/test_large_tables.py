@@ -13,7 +13,8 @@ import pytest
 
 from ragcal.calibration import calibrate, fit_threshold
 from ragcal.cli import main
-from ragcal.metrics import DegenerateInputWarning, auc_interval, auc_with_ci, group_stats, outcome_table, sweep
+from ragcal.metrics import DegenerateInputWarning, auc_with_ci, group_stats, outcome_table, sweep
+from ragcal.metrics.auc import auc_interval
 from ragcal.score_tables import read_score_table, unanswerable_slices
 
 RULES = ["keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]

@@ -5,14 +5,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragcal.metrics import (
-    DegenerateInputWarning,
-    auc_bootstrap,
-    auc_with_ci,
-    bootstrap_mean_ci,
-    per_query_retrieval_metrics,
-    retrieval_metrics,
-)
+from ragcal.metrics import DegenerateInputWarning, auc_with_ci, retrieval_metrics
+from ragcal.metrics.auc import auc_bootstrap
+from ragcal.metrics.retrieval import bootstrap_mean_ci, per_query_retrieval_metrics
 from ragcal.runs import read_trec_run
 
 
