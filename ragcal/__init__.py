@@ -7,9 +7,12 @@ The public API, importable from here::
 Names are loaded on first use (PEP 562), so ``import ragcal`` imports no
 model code (torch, sentence-transformers), no faiss, no scikit-learn and no
 matplotlib, loads no model, configures no logging and touches no network.
-The subpackages (:mod:`ragcal.retrieval`, :mod:`ragcal.metrics`,
-:mod:`ragcal.gates`, :mod:`ragcal.plotting`) list the rest in their
-``__all__``; :mod:`ragcal.study` is our own experiment, not the library.
+The subpackages (:mod:`ragcal.embedding`, :mod:`ragcal.retrieval`,
+:mod:`ragcal.signals`, :mod:`ragcal.metrics`, :mod:`ragcal.calibration`,
+:mod:`ragcal.gates`, :mod:`ragcal.monitoring`, :mod:`ragcal.plotting`) list
+their user-facing names in their ``__all__``; everything else is imported
+from the module that defines it. :mod:`ragcal.study` is our own experiment,
+not the library.
 """
 
 from importlib import import_module
@@ -18,35 +21,24 @@ __version__ = "0.1.0"
 
 #: Public name -> module that defines it (relative to this package).
 _API = {
-    "Document": "corpus",
-    "CorpusError": "corpus",
+    # from a folder of Markdown pages and a labeled query file to a score table
     "load_corpus": "corpus",
-    "Chunk": "chunking",
     "chunk_by_headings": "chunking",
-    "chunk_fixed_size": "chunking",
-    "DEFAULT_MODEL": "embedding",
-    "Embedder": "embedding",
-    "EmbedderProtocol": "embedding",
-    "WordLlamaEmbedder": "embedding",
     "load_embedder": "embedding",
-    "resolve_model": "embedding",
-    "QueryFileError": "queries",
+    "build_index": "retrieval.index",
     "load_queries": "queries",
     "RetrievalResult": "retrieval",
-    "DenseRetriever": "retrieval",
-    "BM25Retriever": "retrieval",
-    "reciprocal_rank_fusion": "retrieval",
     "retrieve_with": "retrieval",
-    "RetrievalIndex": "retrieval.index",
-    "build_index": "retrieval.index",
+    "reciprocal_rank_fusion": "retrieval",
     "score_table": "scoring",
     "read_score_table": "score_tables",
     "write_score_table": "score_tables",
+    # signals: one function and one registry line
     "SIGNALS": "signals",
     "register_signal": "signals",
-    "get_signal": "signals",
+    "register_batch_signal": "signals",
+    # which signal separates, where the threshold goes, what it costs
     "group_stats": "metrics",
-    "auc_with_ci": "metrics",
     "auc_table": "metrics",
     "outcome_table": "metrics",
     "sweep": "metrics",
@@ -54,21 +46,24 @@ _API = {
     "fit_threshold": "calibration",
     "heldout_outcomes": "calibration",
     "calibrate": "calibration",
+    # gates: decisions, fitted, saved and asked
+    "Decision": "gates",
+    "ThresholdGate": "gates",
+    "FloorGapGate": "gates",
+    "FallbackChain": "gates",
+    "LearnedGate": "gates",
+    "fit_gate": "gates",
+    "load_gate": "gates",
+    "save_gate": "gates",
+    "ask": "gates",
+    # figures
     "ScoreDistributionDisplay": "plotting",
     "RocDisplay": "plotting",
     "TradeoffDisplay": "plotting",
     "HeldoutDisplay": "plotting",
-    "Decision": "gates",
-    "ThresholdGate": "gates",
-    "FloorGapGate": "gates",
-    "Stage": "gates",
-    "FallbackChain": "gates",
-    "LearnedGate": "gates",
-    "fit_gate": "gates",
-    "fit_learned_gate": "gates",
-    "load_gate": "gates",
-    "save_gate": "gates",
-    "sweep_chunking": "chunk_sweep",
+    # after deployment
+    "monitor": "monitoring",
+    "review_sample": "monitoring",
 }
 
 __all__ = ["__version__", *_API]
