@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from .embedding import load_embedder
+from .embedding.loading import load_embedder
 from .formatting import interval_cell
 from .metrics import auc_bootstrap, auc_with_ci, bootstrap_mean_ci, per_query_retrieval_metrics
 from .queries import gold_pages

@@ -76,7 +76,7 @@ class RerankCache:
     """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
 
     def __init__(self, path):
-        from ..embedding import open_cache_db
+        from ..embedding.cache import open_cache_db
 
         self.path = Path(path)
         self._connection = open_cache_db(
@@ -150,7 +150,7 @@ class CrossEncoderReranker:
     ):
         if not isinstance(depth, int) or depth < 1:
             raise ValueError(f"The 'depth' parameter of CrossEncoderReranker must be a positive int. Got {depth!r}.")
-        from ..embedding import default_cache_dir
+        from ..embedding.cache import default_cache_dir
 
         self.model_name = str(model)
         self.depth = depth

@@ -65,7 +65,7 @@ _MODEL_RETRIEVERS = {"dense", "rrf", "rerank"}
 
 def model_label(embedder) -> str:
     """A short column label for an embedder (:func:`ragcal.study.golden.model_name_label` of its name)."""
-    from ..embedding import embedder_name
+    from ..embedding.protocol import embedder_name
     from .golden import model_name_label
 
     return model_name_label(embedder_name(embedder))
