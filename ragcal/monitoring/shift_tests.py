@@ -100,9 +100,6 @@ def share_tests(live_actions, calibration_actions, *, confidence: float = 0.95) 
     )
 
 
-# ---------------------------------------------------------------------------------------------------------- signals
-
-
 def signal_tests(live: pd.DataFrame, calibration: pd.DataFrame, signals, *, n_resamples: int = 2000,
                  confidence: float = 0.95, random_state=0) -> pd.DataFrame:
     """Two-sample comparison of each signal's live and calibration values.
