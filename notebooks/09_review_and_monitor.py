@@ -32,7 +32,7 @@ results_dir = None  # None: the project's results/ (the committed gate and calib
 gate_name = "threshold_keep095"
 review_size = 60
 alpha = 0.05
-n_bootstrap = 2000
+n_resamples = 2000
 review_path = None  # None: a temporary folder (the sample is rewritten on every run)
 figures_dir = None  # None: the figures/ folder of the project, wherever the kernel runs
 
@@ -79,7 +79,7 @@ truth.groupby(["slice"]).size().rename("live questions")
 # %%
 half = split_by_slice(calibration["slice"], random_state=1)
 quiet = monitor(gate, calibration[~half].drop(columns=["answerable", "slice"]), calibration[half], alpha=alpha,
-                n_bootstrap=n_bootstrap)
+                n_resamples=n_resamples)
 print(quiet.verdict)
 
 # %% [markdown]
@@ -87,7 +87,7 @@ print(quiet.verdict)
 # (Kolmogorov–Smirnov, shift of the median) and a conformal test martingale over time, Bonferroni over the family.
 
 # %%
-report = monitor(gate, log, calibration, alpha=alpha, n_bootstrap=n_bootstrap)
+report = monitor(gate, log, calibration, alpha=alpha, n_resamples=n_resamples)
 display(Markdown(report.to_markdown()))
 
 # %% [markdown]

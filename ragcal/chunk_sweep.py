@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from .embedding import load_embedder
+from .embedding.loading import load_embedder
 from .formatting import interval_cell
 from .metrics import auc_with_ci
 from .metrics.auc import auc_bootstrap

@@ -150,7 +150,7 @@ def read_score_table(path, signals=(), *, source: str | None = None) -> pd.DataF
     path = Path(path)
     source = source or str(path)
     signals = list(dict.fromkeys(signals))
-    table = _read_columns(path, ("answerable", "slice", *signals), source=source, what="score table")
+    table = read_columns(path, ("answerable", "slice", *signals), source=source, what="score table")
     if not isinstance(table["slice"].dtype, pd.CategoricalDtype):
         table["slice"] = table["slice"].astype("category")
     return check_score_table(table, signals, source=source)
@@ -167,7 +167,7 @@ def _csv_header(path: Path, source: str) -> list[str]:
         raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
 
 
-def _read_columns(
+def read_columns(
     path: Path, required, *, source: str, what: str, optional=("id",), text_columns=()
 ) -> pd.DataFrame:
     """Columns ``optional`` (those present) then ``required`` of a CSV, CSV.gz or Parquet file, through pyarrow.

@@ -58,7 +58,7 @@ SLOWEST_FILES = (
     "test_serve.py",
     "cli/test_gates_cli.py",
     "cli/test_cli.py",
-    "test_embedders.py",
+    "embedding/test_embedders.py",
 )
 TESTS = Path(__file__).resolve().parent
 

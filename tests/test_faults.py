@@ -18,7 +18,8 @@ from conftest import write
 from labeled_queries import QUERIES
 
 from ragcal.datasets import FASTAPI_CORPUS
-from ragcal.embedding import CACHE_COMMIT_EVERY, EmbeddingCache
+from ragcal.embedding import EmbeddingCache
+from ragcal.embedding.cache import CACHE_COMMIT_EVERY
 
 pytestmark = pytest.mark.slow
 

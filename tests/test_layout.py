@@ -158,3 +158,13 @@ def test_the_readme_layout_names_every_package_and_module():
         if not re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", described):
             missing.append(entry)
     assert missing == [], "modules the README's layout block does not name (under their package's line)"
+
+
+def test_pyproject_ships_every_package():
+    """setuptools is given an explicit list (two packages map to data/ and notebooks/): a package missing from it
+    would be left out of the wheel without any error."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {module_name(path) for path in ALL_FILES if path.name == "__init__.py"}
+    assert sorted(packages - listed) == []

@@ -43,7 +43,7 @@ def _read_live_log(path: Path, gate_path: Path):
     It is read before the index is built, so that a bad log fails at once.
     """
     from ..gates import read_gate_file
-    from ..monitoring.shift import read_score_log
+    from ..monitoring import read_score_log
 
     gate = read_gate_file(gate_path)["gate"]
     return read_score_log(path, gate.columns, source=str(path))
@@ -58,7 +58,8 @@ def run_review(args) -> None:
         raise ValueError("ragcal review LIVE_LOG needs --out sample.csv")
     if args.refit is not None or args.calibration is not None:
         raise ValueError("--calibration and --refit go with --labels FILE, once the sample is labeled")
-    from ..monitoring.review import attach_passages, review_sample, write_review_csv
+    from ..gates.base import ACTIONS
+    from ..monitoring import attach_passages, review_sample, write_review_csv
     from .gates import load_gate_and_index
 
     live = _read_live_log(args.live_log, args.gate)
@@ -69,14 +70,14 @@ def run_review(args) -> None:
     write_review_csv(args.out, sample)
     print(f"wrote {args.out}: {len(sample)} of {len(live)} questions of {args.live_log} to label (seed {args.seed})")
     counts = sample.groupby("stratum").agg(size=("stratum_size", "first"), drawn=("id", "size"))
-    order = [f"{decision}/{band}" for decision in ("answer", "hedge", "refuse") for band in ("near", "far")]
+    order = [f"{decision}/{band}" for decision in ACTIONS for band in ("near", "far")]
     for stratum, row in counts.reindex([name for name in order if name in counts.index]).iterrows():
         print(f"  {stratum:<12} {row['drawn']:4d} of {row['size']:5d}")
 
 
 def _run_estimates(args) -> None:
     from ..gates import read_gate_file, save_gate
-    from ..monitoring.review import read_review_labels, refit_with_labels, review_estimates
+    from ..monitoring import read_review_labels, refit_with_labels, review_estimates
 
     document = read_gate_file(args.gate)
     labels = read_review_labels(args.labels)

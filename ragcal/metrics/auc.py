@@ -121,7 +121,7 @@ def auc_interval(
     n_resamples: int = 2000,
     confidence: float = 0.95,
     bootstrap_rows: int | None = 20_000,
-    higher_is_positive: bool = True,
+    higher_is_answerable: bool = True,
     random_state=0,
     _caller: str = "auc_interval",
 ) -> AucInterval:
@@ -138,7 +138,7 @@ def auc_interval(
         Up to this many rows (always, when None): stratified percentile
         bootstrap of every row. Above: the m-out-of-n bootstrap of a
         stratified subsample of about this size (see the module docstring).
-    higher_is_positive : bool, default=True
+    higher_is_answerable : bool, default=True
         False scores ``-y_score``, for signals where a high value means
         unanswerable.
     random_state : int, default=0
@@ -160,7 +160,7 @@ def auc_interval(
     every_row = bootstrap_rows is None or n <= bootstrap_rows
     interval = "bootstrap" if every_row else "m-out-of-n bootstrap"
     used_rows = n if every_row else bootstrap_rows
-    if not higher_is_positive:
+    if not higher_is_answerable:
         y_score = -y_score
     n_pos = int(y_true.sum())
     n_neg = n - n_pos
@@ -204,7 +204,7 @@ def auc_with_ci(
     n_resamples: int = 2000,
     confidence: float = 0.95,
     random_state=0,
-    higher_is_positive: bool = True,
+    higher_is_answerable: bool = True,
 ):
     """ROC AUC (sklearn) with a stratified percentile bootstrap interval of every row, as a tuple.
 
@@ -222,7 +222,7 @@ def auc_with_ci(
         n_resamples=n_resamples,
         confidence=confidence,
         bootstrap_rows=None,
-        higher_is_positive=higher_is_positive,
+        higher_is_answerable=higher_is_answerable,
         random_state=random_state,
         _caller="auc_with_ci",
     )
@@ -279,7 +279,7 @@ def auc_table(
                     n_resamples=n_resamples,
                     confidence=confidence,
                     bootstrap_rows=bootstrap_rows,
-                    higher_is_positive=directions.get(signal, True),
+                    higher_is_answerable=directions.get(signal, True),
                     random_state=random_state,
                     _caller="auc_with_ci" if bootstrap_rows is None else "auc_interval",
                 )

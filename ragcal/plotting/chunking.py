@@ -112,7 +112,7 @@ class ChunkingSweepDisplay:
         return cls(list(rows), variants, metrics, baseline, values, lows, highs, differs, column("chunks"))
 
     def plot(
-        self, ax=None, *, axes=None, ncols: int | None = None, name=None, **kwargs
+        self, ax=None, *, ncols: int | None = None, name=None, **kwargs
     ) -> "ChunkingSweepDisplay":
         """Draw one panel per metric: value and 95% interval per variant, one series per corpus.
 
@@ -123,8 +123,7 @@ class ChunkingSweepDisplay:
         Parameters
         ----------
         ax : array of matplotlib Axes, default=None
-            At least ``len(metrics)`` axes. None: a new figure. ``axes=`` is
-            the older spelling and still accepted.
+            At least ``len(metrics)`` axes. None: a new figure.
         ncols : int, default=None
             Panels per row for a new figure; None: 2 (a 2 x 2 grid for four metrics).
         name : str, default=None
@@ -136,7 +135,7 @@ class ChunkingSweepDisplay:
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
 
-        axes = ax if ax is not None else axes  # ``axes=`` is the older spelling of ``ax=``
+        axes = ax
         with figure_style():
             if axes is None:
                 ncols = ncols or min(2, len(self.metrics))
@@ -152,7 +151,7 @@ class ChunkingSweepDisplay:
             axes = np.ravel(axes)
             if axes.size < len(self.metrics):
                 raise ValueError(
-                    f"The 'axes' parameter of ChunkingSweepDisplay.plot must hold at least {len(self.metrics)} axes "
+                    f"The 'ax' parameter of ChunkingSweepDisplay.plot must hold at least {len(self.metrics)} axes "
                     f"(one per metric). Got {axes.size} instead."
                 )
             positions = np.arange(len(self.variants), dtype=float)

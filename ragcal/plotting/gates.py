@@ -48,15 +48,15 @@ class FloorGapDisplay:
             fitted = (fitted.floor, fitted.min_gap)
         return cls(floors, gaps, panels, fitted)
 
-    def plot(self, ax=None, *, axes=None, name=None, **kwargs) -> "FloorGapDisplay":
+    def plot(self, ax=None, *, name=None, **kwargs) -> "FloorGapDisplay":
         """Draw one panel per measure on ``ax`` (one Axes per panel; a new figure when None).
 
-        ``axes=`` is the older spelling of ``ax=``. ``name`` titles the figure;
-        ``kwargs`` are matplotlib properties set on every image (``cmap=``, ``alpha=``, ...).
+        ``name`` titles the figure; ``kwargs`` are matplotlib properties set on every image
+        (``cmap=``, ``alpha=``, ...).
         """
         import matplotlib.pyplot as plt
 
-        axes = ax if ax is not None else axes  # ``axes=`` is the older spelling of ``ax=``
+        axes = ax
         with figure_style():
             if axes is None:
                 _, axes = plt.subplots(1, len(self.panels), figsize=(7.6, 3.0), layout="constrained", sharey=True)
@@ -133,15 +133,14 @@ class GateOutcomeDisplay:
         shares = shares.reindex(columns=list(ACTION_COLOURS)).fillna(0.0)
         return cls(shares, gates, slices)
 
-    def plot(self, ax=None, *, axes=None, name=None, **kwargs) -> "GateOutcomeDisplay":
+    def plot(self, ax=None, *, name=None, **kwargs) -> "GateOutcomeDisplay":
         """Draw one panel per slice on ``ax`` (one Axes per panel; a new figure when None).
 
-        ``axes=`` is the older spelling of ``ax=``. ``name`` titles the figure;
-        ``kwargs`` are matplotlib properties set on every bar.
+        ``name`` titles the figure; ``kwargs`` are matplotlib properties set on every bar.
         """
         import matplotlib.pyplot as plt
 
-        axes = ax if ax is not None else axes  # ``axes=`` is the older spelling of ``ax=``
+        axes = ax
         with figure_style():
             if axes is None:
                 _, axes = plt.subplots(

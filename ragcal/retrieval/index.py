@@ -23,8 +23,10 @@ from .._params import check_choice
 from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
-from ..embedding import DEFAULT_MODEL, EmbedderProtocol, check_embedder, embedder_name, load_embedder
-from ..embedding import Embedder  # noqa: F401  (the name stays here: tests replace it; load_embedder builds one)
+from ..embedding.loading import load_embedder
+from ..embedding.minilm import Embedder  # noqa: F401  (the name stays here: tests replace it; load_embedder builds one)
+from ..embedding.models import DEFAULT_MODEL
+from ..embedding.protocol import EmbedderProtocol, check_embedder, embedder_name
 from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever

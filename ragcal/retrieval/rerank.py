@@ -77,7 +77,7 @@ class RerankCache:
     """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
 
     def __init__(self, path):
-        from ..embedding import open_cache_db
+        from ..embedding.cache import open_cache_db
 
         self.path = Path(path)
         self._connection = open_cache_db(
@@ -150,7 +150,7 @@ class CrossEncoderReranker:
         local_files_only: bool = False,
     ):
         check_int(depth, "depth", "CrossEncoderReranker", low=1)
-        from ..embedding import default_cache_dir
+        from ..embedding.cache import default_cache_dir
 
         self.model_name = str(model)
         self.depth = depth

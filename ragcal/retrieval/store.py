@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write_text, sha256_file
-from ..embedding import CacheWarning
+from ..embedding.cache import CacheWarning
 
 __all__ = [
     "INDEX_FORMAT",

@@ -55,7 +55,7 @@ __all__ = ["model_label", "encoding_times", "cross_model_report", "model_scores"
 
 def model_label(embedder) -> str:
     """A short column label for an embedder (:func:`ragcal.study.golden.model_name_label` of its name)."""
-    from ..embedding import embedder_name
+    from ..embedding.protocol import embedder_name
     from .golden import model_name_label
 
     return model_name_label(embedder_name(embedder))

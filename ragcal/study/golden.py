@@ -64,7 +64,8 @@ GOLDEN_IDS = {
 
 def model_name_label(model: str) -> str:
     """A model's short name: ``MiniLM``, ``WordLlama`` (``WordLlama-64`` truncated), else the name itself."""
-    from ..embedding import DEFAULT_MODEL, WORDLLAMA_PREFIX
+    from ..embedding import DEFAULT_MODEL
+    from ..embedding.word_llama import WORDLLAMA_PREFIX
 
     if model == DEFAULT_MODEL:
         return "MiniLM"

@@ -124,10 +124,10 @@ def no_model(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("ragcal chunks must not load an embedding model")
 
-    import ragcal.embedding
+    import ragcal.embedding.loading
     import ragcal.retrieval.index
 
-    monkeypatch.setattr(ragcal.embedding, "Embedder", refuse)
+    monkeypatch.setattr(ragcal.embedding.loading, "Embedder", refuse)
     monkeypatch.setattr(ragcal.retrieval.index, "Embedder", refuse)
 
 

@@ -125,7 +125,7 @@ def test_auc_with_ci_hand_case_and_direction():
     auc, low, high = auc_with_ci([1, 1, 0, 0], [3, 2, 1, 2])
     assert auc == pytest.approx(3.5 / 4)
     assert low <= auc <= high
-    flipped, _, _ = auc_with_ci([1, 1, 0, 0], [3, 2, 1, 2], higher_is_positive=False)
+    flipped, _, _ = auc_with_ci([1, 1, 0, 0], [3, 2, 1, 2], higher_is_answerable=False)
     assert flipped == pytest.approx(1 - 3.5 / 4)
 
 

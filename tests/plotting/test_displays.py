@@ -303,7 +303,7 @@ def test_chunking_sweep_display_draws_on_the_given_axes_without_computing(chunki
     display = ChunkingSweepDisplay.from_chunking_tables(chunking_tables)
     stored = {metric: display.values[metric].copy() for metric in display.metrics}
     figure, axes = plt.subplots(1, 4)
-    assert display.plot(axes=axes) is display
+    assert display.plot(ax=axes) is display
     assert list(display.axes_) == list(axes) and display.figure_ is figure
     for metric in display.metrics:
         np.testing.assert_array_equal(display.values[metric], stored[metric])
@@ -337,8 +337,8 @@ def test_chunking_sweep_display_lays_out_a_grid_and_hides_spare_axes(chunking_ta
     )
     display.plot()
     assert display.axes_.size == 4 and not display.axes_[3].get_visible()
-    with pytest.raises(ValueError, match="'axes' parameter"):
-        display.plot(axes=plt.subplots(1, 2)[1])
+    with pytest.raises(ValueError, match="'ax' parameter"):
+        display.plot(ax=plt.subplots(1, 2)[1])
 
 
 def test_chunking_sweep_display_checks_its_input(chunking_tables):
@@ -406,7 +406,7 @@ def test_every_display_takes_ax_name_and_matplotlib_kwargs(table, chunking_table
     assert {line.get_alpha() for line in roc.lines_.values()} == {0.6}
     sweep_display = ChunkingSweepDisplay.from_chunking_tables(chunking_tables)
     figure, axes = plt.subplots(1, 4)
-    sweep_display.plot(ax=axes, name="chunkings", alpha=0.5)  # ax= and the older axes= draw the same panels
+    sweep_display.plot(ax=axes, name="chunkings", alpha=0.5)
     assert list(sweep_display.axes_) == list(axes) and figure._suptitle.get_text() == "chunkings"
     assert {markers.get_alpha() for markers in sweep_display.markers_.values()} == {0.5}
 

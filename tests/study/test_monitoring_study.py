@@ -36,7 +36,7 @@ def test_shift_display_draws_the_report_and_says_when_there_is_no_time_test():
     calibration = pd.DataFrame({"dense_top1": rng.normal(0.6, 0.1, 80)})
     live = pd.DataFrame({"dense_top1": np.r_[rng.normal(0.4, 0.1, 59), np.nan]})
     gate = ThresholdGate("dense_top1", 0.5)
-    report = monitor(gate, live, calibration, n_bootstrap=50)
+    report = monitor(gate, live, calibration, n_resamples=50)
     display = ShiftDisplay.from_report(report, live, calibration)
     assert display.live.size == 59 and display.calibration.size == 80 and display.martingale is None
     assert display.ks_p_value == report.signals.set_index("signal").loc["dense_top1", "p_value"]
@@ -45,6 +45,6 @@ def test_shift_display_draws_the_report_and_says_when_there_is_no_time_test():
     with pytest.raises(ValueError, match="no test of 'bm25_top1_raw'"):
         ShiftDisplay.from_report(report, live, calibration, signal="bm25_top1_raw")
     timed = live.assign(timestamp=pd.date_range("2026-01-01", periods=60, freq="min", tz="UTC"))
-    report = monitor(gate, timed, calibration, n_bootstrap=50)
+    report = monitor(gate, timed, calibration, n_resamples=50)
     display = ShiftDisplay.from_report(report, timed, calibration).plot()
     assert display.line_ is not None and display.martingale.size == report.sequential.n

@@ -27,7 +27,7 @@ CASES = {
     "08_selective_risk": ({"results_dir": str(NOTEBOOKS_DIR.parent / "results")}, ["risk_coverage"], 1),
     # The committed FastAPI gate and scores; the review sample goes to a temporary folder of its own.
     "09_review_and_monitor": (
-        {"results_dir": str(NOTEBOOKS_DIR.parent / "results"), "n_bootstrap": 300},
+        {"results_dir": str(NOTEBOOKS_DIR.parent / "results"), "n_resamples": 300},
         ["monitor_shift"],
         1,
     ),

@@ -7,12 +7,12 @@ import pytest
 
 from ragcal.embedding import (
     DEFAULT_MODEL,
-    PACKAGED_MODEL_SHA256,
     CacheWarning,
     Embedder,
     EmbeddingCache,
     resolve_model,
 )
+from ragcal.embedding.models import PACKAGED_MODEL_SHA256
 
 TEXTS = ["How do I set a cookie?", "Background tasks run later.", "Boil an egg for six minutes."]
 
@@ -89,7 +89,7 @@ def test_unreadable_cache_file_is_moved_aside(tmp_path):
 
 
 def test_failed_write_leaves_no_partial_entries(tmp_path, monkeypatch):
-    import ragcal.embedding as embedding
+    import ragcal.embedding.cache as embedding
 
     cache = EmbeddingCache(tmp_path / "cache.sqlite")
     checksums = iter(["ok", None])  # the second row violates NOT NULL inside the transaction
@@ -114,7 +114,7 @@ def test_default_model_falls_back_to_the_hub_id_without_the_package(monkeypatch)
 
 
 def test_packaged_weights_with_a_wrong_hash_are_refused(monkeypatch):
-    import ragcal.embedding as embedding
+    import ragcal.embedding.models as embedding
 
     monkeypatch.setattr(embedding, "PACKAGED_MODEL_SHA256", "0" * 64)
     with pytest.raises(ValueError, match=r"model\.safetensors: sha256 is 53aa5117.*expected 0000"):

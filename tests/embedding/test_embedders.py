@@ -17,10 +17,9 @@ from ragcal.embedding import (
     Embedder,
     EmbedderProtocol,
     WordLlamaEmbedder,
-    check_embedder,
-    embedder_name,
     load_embedder,
 )
+from ragcal.embedding.protocol import check_embedder, embedder_name
 from ragcal.gates import GateFileError, fit_threshold_gate, load_gate, save_gate
 from ragcal.queries import load_queries
 from ragcal.retrieval.index import build_index

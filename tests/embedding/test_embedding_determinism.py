@@ -8,13 +8,9 @@ import pytest
 
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
-from ragcal.embedding import (
-    DEFAULT_MODEL,
-    ENCODING_SCHEME,
-    PACKAGED_MODEL_SHA256,
-    Embedder,
-    EmbeddingCache,
-)
+from ragcal.embedding import DEFAULT_MODEL, Embedder, EmbeddingCache
+from ragcal.embedding.minilm import ENCODING_SCHEME
+from ragcal.embedding.models import PACKAGED_MODEL_SHA256
 
 pytestmark = pytest.mark.slow
 

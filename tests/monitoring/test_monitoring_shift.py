@@ -1,4 +1,4 @@
-"""ragcal.monitoring.shift: shift checks on unlabeled score logs, their false-alarm rate and their power."""
+"""The monitor (ragcal.monitoring): shift checks on unlabeled score logs, their false-alarm rate and their power."""
 
 from functools import lru_cache
 
@@ -10,15 +10,9 @@ from scipy.stats import beta, binom
 from ragcal.cli import main
 from ragcal.datasets import DATA_DIR
 from ragcal.gates import read_gate_file
-from ragcal.monitoring import (
-    CALIBRATORS,
-    conformal_p_values,
-    jumper_martingale,
-    monitor,
-    read_score_log,
-    sequential_test,
-    share_tests,
-)
+from ragcal.monitoring import monitor, read_score_log
+from ragcal.monitoring.sequential import CALIBRATORS, conformal_p_values, jumper_martingale, sequential_test
+from ragcal.monitoring.shift_tests import share_tests
 
 ROOT = DATA_DIR.parent
 SCORES = ROOT / "results" / "fastapi" / "scores.csv"
@@ -124,7 +118,7 @@ def test_false_alarm_rate_over_random_halves(gate_path):
         live = live.copy()
         order = np.random.default_rng(10_000 + seed).permutation(len(live))
         live["timestamp"] = pd.Timestamp("2024-01-01", tz="UTC") + pd.to_timedelta(order, unit="h")
-        alarms += monitor(gate(gate_path), live, calibration, alpha=alpha, n_bootstrap=0, random_state=seed).shift_detected
+        alarms += monitor(gate(gate_path), live, calibration, alpha=alpha, n_resamples=0, random_state=seed).shift_detected
     # Fails wrongly with probability at most 0.1% when the rate is alpha.
     margin = binom.ppf(0.999, splits, alpha)
     assert alarms <= margin, f"{alarms} false alarms in {splits} splits, more than {margin:.0f}"
@@ -147,7 +141,7 @@ def rust_questions_on_fastapi(fastapi_index):
 
 @pytest.mark.parametrize("gate_path", [THRESHOLD_GATE, CHAIN_GATE], ids=["threshold", "chain"])
 def test_fires_on_the_other_corpus_questions(rust_questions_on_fastapi, gate_path):
-    report = monitor(gate(gate_path), rust_questions_on_fastapi, scores(), n_bootstrap=200)
+    report = monitor(gate(gate_path), rust_questions_on_fastapi, scores(), n_resamples=200)
     assert report.shift_detected
     assert report.verdict.startswith("Shift detected at alpha=0.05") and "ragcal review" in report.verdict
     dense = report.signals.set_index("signal").loc["dense_top1"]
@@ -159,7 +153,7 @@ def test_fires_on_near_domain_questions_only(gate_path):
     for seed in range(5):
         calibration, live = halves(seed)
         near_domain = live[live["slice"] == "near-domain"]
-        report = monitor(gate(gate_path), near_domain, calibration, n_bootstrap=0, random_state=seed)
+        report = monitor(gate(gate_path), near_domain, calibration, n_resamples=0, random_state=seed)
         assert report.shift_detected, (seed, report.tests)
 
 
@@ -172,7 +166,7 @@ def test_martingale_fires_when_the_log_drifts():
         near_domain = table[table["slice"] == "near-domain"].sample(frac=1, random_state=seed)
         log = pd.concat([live, near_domain], ignore_index=True)
         log["timestamp"] = pd.date_range("2024-01-01", periods=len(log), freq="h", tz="UTC")
-        report = monitor(gate(THRESHOLD_GATE), log, table, n_bootstrap=0, random_state=seed)
+        report = monitor(gate(THRESHOLD_GATE), log, table, n_resamples=0, random_state=seed)
         sequential = report.tests.set_index("test").loc["exchangeability over time (martingale)"]
         fired += bool(sequential["fired"])
         if sequential["fired"]:
@@ -228,7 +222,7 @@ def test_nan_scores_are_counted_and_a_short_log_says_so():
     live = live.head(12).copy()
     live.iloc[:3, live.columns.get_loc("dense_top1")] = np.nan
     live["timestamp"] = pd.date_range("2024-01-01", periods=len(live), freq="h", tz="UTC")
-    report = monitor(gate(THRESHOLD_GATE), live, calibration, n_bootstrap=0)
+    report = monitor(gate(THRESHOLD_GATE), live, calibration, n_resamples=0)
     dense = report.signals.set_index("signal").loc["dense_top1"]
     assert dense["live_nan"] == 3 and dense["live_n"] == 9
     assert report.sequential.dropped_nan == 3 and report.sequential.n == 9

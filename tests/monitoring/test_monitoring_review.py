@@ -1,4 +1,4 @@
-"""ragcal.monitoring.review: the review design, the stratified estimates and their intervals, the CSV, the refit, the CLI."""
+"""The review (ragcal.monitoring): the design, the stratified estimates and intervals, the CSV, the refit, the CLI."""
 
 import math
 
@@ -9,9 +9,7 @@ from scipy.stats import hypergeom
 
 from ragcal.datasets import DATA_DIR
 from ragcal.gates import FallbackChain, ThresholdGate, fit_threshold_gate, read_gate_file
-from ragcal.monitoring.review import (
-    REVIEW_COLUMNS,
-    bar_distances,
+from ragcal.monitoring import (
     read_review_labels,
     refit_with_labels,
     review_estimates,
@@ -19,6 +17,8 @@ from ragcal.monitoring.review import (
     stratified_share,
     write_review_csv,
 )
+from ragcal.monitoring.review_files import REVIEW_COLUMNS
+from ragcal.monitoring.sample import bar_distances
 
 RESULTS = DATA_DIR.parent / "results"
 GATES = RESULTS / "fastapi" / "gates"
