@@ -261,7 +261,7 @@ def monitor(gate, live, calibration, *, alpha: float = 0.05, n_resamples: int = 
     level = alpha / max(size, 1)
     sequential = None
     if has_time:
-        sequential = sequential_test(live_decisions["score"], live["timestamp"], level=level, random_state=rng)
+        sequential = sequential_test(live_decisions["score"], live["timestamp"], alpha=level, random_state=rng)
         family.append(("exchangeability over time (martingale)", sequential.p_value))
     tests = pd.DataFrame(family, columns=["test", "p_value"])
     tests["level"] = level

@@ -147,7 +147,7 @@ class SequentialTest:
     p_value : float
         ``min(1, 1 / martingale_max)``, a valid p-value by Ville's inequality.
     bar : float
-        The capital at which it fires, ``1 / level``.
+        The capital at which it fires, ``1 / alpha``.
     crossed_at : pandas.Timestamp or None
         Timestamp of the first row where the capital reached ``bar``.
     crossed_row : int or None
@@ -166,14 +166,14 @@ class SequentialTest:
     martingale: np.ndarray = field(default=None, repr=False, compare=False)
 
 
-def sequential_test(scores, timestamps, *, level: float = 0.05, random_state=0, jump: float = 0.03) -> SequentialTest:
+def sequential_test(scores, timestamps, *, alpha: float = 0.05, random_state=0, jump: float = 0.03) -> SequentialTest:
     """Test whether the scores of a live log are exchangeable over time (no drift, no change point).
 
     The rows are put in time order (stable: rows with the same timestamp keep
     the file's order), rows with a NaN score are dropped, and the scores go
     through :func:`conformal_p_values` and :func:`jumper_martingale`.
     Under exchangeability the chance that the capital ever reaches
-    ``1 / level`` is at most ``level`` (Ville's inequality), however long the
+    ``1 / alpha`` is at most ``alpha`` (Ville's inequality), however long the
     log, so looking at it after every row is allowed.
 
     Parameters
@@ -181,8 +181,8 @@ def sequential_test(scores, timestamps, *, level: float = 0.05, random_state=0, 
     scores : array-like of float
         The gate's score per row (``score`` of :meth:`~ragcal.gates.Gate.decide_table`).
     timestamps : array-like of datetimes
-    level : float, default=0.05
-        Where ``bar`` (``1 / level``) is set; ``crossed_at`` refers to it.
+    alpha : float, default=0.05
+        Where ``bar`` (``1 / alpha``) is set; ``crossed_at`` refers to it.
     random_state : int or numpy.random.Generator, default=0
     jump : float, default=0.03
 
@@ -200,7 +200,8 @@ def sequential_test(scores, timestamps, *, level: float = 0.05, random_state=0, 
     scores, timestamps = scores[kept], timestamps[kept].reset_index(drop=True)
     path = jumper_martingale(conformal_p_values(scores, random_state=random_state), jump=jump)
     largest = float(path.max()) if path.size else 1.0
-    bar = 1 / level
+    alpha = check_float(alpha, "alpha", "sequential_test", low=0, high=1)
+    bar = 1 / alpha
     crossed = np.flatnonzero(path >= bar)
     first = int(crossed[0]) if crossed.size else None
     return SequentialTest(

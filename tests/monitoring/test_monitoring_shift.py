@@ -95,7 +95,7 @@ def test_calibrators_integrate_to_one_and_jumper_by_hand():
 
 def test_sequential_test_sorts_by_time_drops_nan_and_reports_crossing():
     times = pd.to_datetime(["2024-01-03", "2024-01-01", "2024-01-02", "2024-01-04"], utc=True)
-    result = sequential_test([3.0, 1.0, np.nan, 2.0], times, level=0.5, random_state=7)
+    result = sequential_test([3.0, 1.0, np.nan, 2.0], times, alpha=0.5, random_state=7)
     assert result.n == 3 and result.dropped_nan == 1
     expected = jumper_martingale(conformal_p_values([1.0, 3.0, 2.0], random_state=7))
     assert np.allclose(result.martingale, expected)
