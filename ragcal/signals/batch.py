@@ -13,14 +13,17 @@ from __future__ import annotations
 import functools
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from ..chunking import page_of
 from ..retrieval.base import RetrievalResult
 
-__all__ = ["ResultBatch", "by_length"]
+if TYPE_CHECKING:
+    from ..retrieval.diagnostics.registry import RetrieverBatch
+
+__all__ = ["ResultBatch", "CorpusBatch", "by_length"]
 
 
 _CHUNK_IDS = attrgetter("chunk_ids")
@@ -74,7 +77,7 @@ class ResultBatch:
     @classmethod
     def of_query(cls, results: Mapping[str, RetrievalResult]) -> "ResultBatch":
         """The batch of one query: ``{retriever name: RetrievalResult}``."""
-        return cls({name: [result] for name, result in results.items()})
+        return ResultBatch({name: [result] for name, result in results.items()})
 
     def __len__(self) -> int:
         return self._size
@@ -183,6 +186,67 @@ class ResultBatch:
             pages = self._page_codes
             code = self._page_of_chunk[chunk_id] = pages.setdefault(page_of(chunk_id), len(pages))
         return code
+
+
+class CorpusBatch(ResultBatch):
+    """One retriever's results for a batch of queries, with the retriever object that produced them.
+
+    What a corpus signal (:func:`ragcal.signals.register_corpus_signal`)
+    reads: a :class:`ResultBatch` of the one retriever :attr:`name` (its
+    ``top_scores``, ``lengths``, ``pages``, ``info``, ...) that also holds
+    the retriever object, which is built on the chunks the caller may see,
+    so a corpus-level number computed from it never counts a hidden chunk.
+
+    Parameters
+    ----------
+    retriever_batch : RetrieverBatch
+        What :func:`ragcal.retrieval.diagnostics.attach_diagnostics` hands a
+        diagnostic (:class:`ragcal.retrieval.diagnostics.RetrieverBatch`).
+
+    Attributes
+    ----------
+    name : str
+        The retriever's name among the results (``"dense"``, ``"bm25_raw"``).
+    retriever : object
+        The retriever object (a :class:`~ragcal.retrieval.DenseRetriever` for
+        ``RetrievalIndex.retrieve``'s ``"dense"``, a
+        :class:`~ragcal.retrieval.BM25Retriever` for ``"bm25_*"``).
+    queries : list of str
+    query_vectors : ndarray of shape (n_queries, dim) or None
+        The query embeddings the dense retriever searched with; None when the
+        caller did not pass them (:func:`ragcal.retrieval.retrieve_with`
+        without a dense retriever that embeds).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ragcal.retrieval import BM25Retriever
+    >>> from ragcal.retrieval.diagnostics import RetrieverBatch
+    >>> bm25 = BM25Retriever(["a.md#0", "b.md#0"], ["apple banana", "cherry"])
+    >>> batch = CorpusBatch(RetrieverBatch(bm25, ["apple", "zebra"], bm25.search(["apple", "zebra"]), name="bm25_raw"))
+    >>> batch.lengths("bm25_raw"), len(batch.retriever.chunk_ids)
+    (array([1, 0]), 2)
+    """
+
+    def __init__(self, retriever_batch: RetrieverBatch):
+        super().__init__({retriever_batch.name: retriever_batch.results})
+        self.name = retriever_batch.name
+        self.retriever = retriever_batch.retriever
+        self.queries = retriever_batch.queries
+        self.query_vectors = retriever_batch.query_vectors
+        self._retriever_batch = retriever_batch
+
+    def per_retriever(self, key, build):
+        """``build(retriever)``, computed once per retriever object and kept while its chunks stay the same.
+
+        For numbers that do not depend on the queries (a centroid, a
+        vocabulary statistic): the first batch pays for them.
+        """
+        return self._retriever_batch.per_retriever(key, build)
+
+    def positions(self, depth: int | None = None) -> list[np.ndarray]:
+        """Positions, in :attr:`retriever`'s chunk list, of each result's first ``depth`` chunks (all when None)."""
+        return self._retriever_batch.positions(depth)
 
 
 def _lengths(results) -> np.ndarray:

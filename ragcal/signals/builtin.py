@@ -93,8 +93,9 @@ def rerank_gap(batch):
     return _top(batch, "rerank") - _top(batch, "rerank", 2)
 
 
-# The sorted top-k score vector. Gisserot-Boukhlef et al. (TMLR 2024) found that a regression over the sorted retrieval scores beat the max, the
-# standard deviation and the top-1/top-2 gap for deciding when to abstain; these are the summaries of that vector.
+# The sorted top-k score vector. Gisserot-Boukhlef et al. (TMLR 2024) found that a regression over the sorted
+# retrieval scores beat the max, the standard deviation and the top-1/top-2 gap for deciding when to abstain; these
+# are the summaries of that vector.
 
 #: How many of the best dense scores the top-k features summarise.
 TOP_K = 10

@@ -1,4 +1,4 @@
-"""Gating signals: one number per query, computed from its retrieval results.
+"""The signal registry: :class:`Signal`, :data:`SIGNALS`, the ``register_*`` decorators, and evaluation.
 
 A signal is an ordinary function that takes the mapping ``{retriever name:
 RetrievalResult}`` of one query and returns a float. Registering it makes it a
@@ -19,27 +19,33 @@ module and qualified name). Registering the same name from another place is a
 ``ValueError`` that names both, unless ``replace=True`` says the override is
 meant.
 
-Signals that need more than a ranked list (IDF weights, the corpus centroid)
-read the ``info`` mapping of a result, which
-:mod:`ragcal.retrieval.diagnostics` fills from the retriever that produced it;
-they are NaN for results without it (e.g. from a user's own retriever).
-
 A score table is computed for a whole batch of queries at once
 (:func:`compute_signals_batch`, used by :func:`ragcal.scoring.score_table`).
 A signal registered with :func:`register_batch_signal` is a vectorised
-function of a :class:`ResultBatch` that returns one value per query; every
-built-in signal is one. Its per-query form, which gates call on one query, is
-the same function on a batch of one, so there is one definition of each
-formula. A signal registered with :func:`register_signal` is evaluated query
-by query within the batch, with the same values as on its own::
+function of a :class:`~ragcal.signals.batch.ResultBatch` that returns one
+value per query; every built-in signal is one. Its per-query form, which
+gates call on one query, is the same function on a batch of one, so there is
+one definition of each formula. A signal registered with
+:func:`register_signal` is evaluated query by query within the batch, with
+the same values as on its own::
 
     from ragcal.signals import register_batch_signal
 
     @register_batch_signal("dense_top3_mean", retrievers=("dense",))
     def dense_top3_mean(batch):  # a (n_queries, 3) matrix, NaN-padded: NaN with fewer than three hits
         return batch.top_scores("dense", 3).mean(axis=1)
-"""
 
+Signals that need more than a ranked list read the ``info`` mapping of a
+result, which :mod:`ragcal.retrieval.diagnostics` fills at retrieval time from
+the retriever object that produced it; they are NaN for results without it
+(e.g. from a user's own retriever). A signal registered with
+:func:`register_corpus_signal` is such a signal in one definition: its
+function of a :class:`~ragcal.signals.batch.CorpusBatch` (the results plus the
+retriever object) runs as a diagnostic, and the signal reads its value back.
+
+The registry imports no signal: :mod:`ragcal.signals` imports the built-in
+ones (:mod:`~ragcal.signals.builtin`, :mod:`~ragcal.signals.qpp`).
+"""
 
 from __future__ import annotations
 
@@ -49,14 +55,17 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from .._params import parameter_error
 from ..retrieval.base import RetrievalResult
-from .batch import ResultBatch
+from ..retrieval.diagnostics.registry import register_diagnostic, unregister_diagnostic
+from .batch import CorpusBatch, ResultBatch
 
 __all__ = [
     "Signal",
     "SIGNALS",
     "register_signal",
     "register_batch_signal",
+    "register_corpus_signal",
     "get_signal",
     "compute_signals",
     "compute_signals_batch",
@@ -64,6 +73,7 @@ __all__ = [
     "unregister_signal",
     "load_signals_module",
 ]
+
 
 @dataclass(frozen=True)
 class Signal:
@@ -95,6 +105,11 @@ class Signal:
         ``batch(ResultBatch) -> ndarray of shape (n_queries,)``, the
         vectorised form (see :func:`register_batch_signal`); None for a
         signal evaluated query by query.
+    corpus : callable, default=None
+        For a signal registered with :func:`register_corpus_signal`, the
+        function of a :class:`CorpusBatch` that computes it at retrieval
+        time; its :attr:`batch` form reads the stored value back. None for
+        the other signals.
     """
 
     name: str
@@ -105,6 +120,7 @@ class Signal:
     passage_scale: bool = False
     origin: str = ""
     batch: Callable[[ResultBatch], np.ndarray] | None = None
+    corpus: Callable[[CorpusBatch], np.ndarray] | None = None
 
     def _check_retrievers(self, available) -> None:
         missing = [name for name in self.retrievers if name not in available]
@@ -201,16 +217,85 @@ def register_batch_signal(
     return lambda function: _register(_one_query(function), function, *options)
 
 
+def register_corpus_signal(
+    name: str,
+    *,
+    retriever: str,
+    description: str = "",
+    higher_is_answerable: bool = True,
+    replace: bool = False,
+):
+    """Decorator that registers a signal computed from the retriever object and its corpus.
+
+    ``function(batch) -> ndarray`` takes a :class:`CorpusBatch`: the results
+    of ``retriever`` for a batch of queries (every :class:`ResultBatch`
+    array), together with the retriever object that produced them
+    (``batch.retriever``, built on the chunks the caller may see), the query
+    texts and embeddings, and :meth:`CorpusBatch.per_retriever` for numbers
+    computed once per retriever (a centroid, a vocabulary statistic). It
+    returns one float per query, which must not depend on the other queries.
+
+    The function runs where the retriever object is at hand: when
+    :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` or
+    :func:`ragcal.retrieval.retrieve_with` retrieves (it is a diagnostic of
+    :mod:`ragcal.retrieval.diagnostics`, registered under the signal's name).
+    The value travels in the ``info`` of the retriever's results, under the
+    signal's name, and score tables and gates read it from there. So register
+    the signal before retrieving: results retrieved before it, or by another
+    engine, give NaN.
+
+    Parameters
+    ----------
+    name : str
+        The signal's name, and its key in ``info``.
+    retriever : str
+        The retriever whose object the function reads and whose results carry
+        the value: ``"dense"``, ``"bm25_raw"``, ``"bm25_stopwords"`` (or your
+        own retriever's name with :func:`ragcal.retrieval.retrieve_with`).
+    description, higher_is_answerable, replace
+        As for :func:`register_signal`.
+
+    Examples
+    --------
+    >>> from ragcal.retrieval import tokenize
+    >>> @register_corpus_signal("bm25_unknown_words_example", retriever="bm25_raw", higher_is_answerable=False)
+    ... def bm25_unknown_words_example(batch):
+    ...     # How many of the query's tokens occur in no chunk of the retriever that searched it.
+    ...     return [np.isnan(batch.retriever.idf(tokenize(query))).sum() for query in batch.queries]
+    >>> unregister_signal("bm25_unknown_words_example")
+    """
+    if not isinstance(retriever, str) or not retriever:
+        raise parameter_error("retriever", "register_corpus_signal", "a retriever name", retriever)
+    options = _registration(name, (retriever,), description, higher_is_answerable, False, replace)
+
+    def register(function):
+        @functools.wraps(function)
+        def stored(batch):  # the value computed at retrieval time
+            return batch.info(retriever, name)
+
+        _register(_one_query(stored), stored, *options, corpus=function)
+        return function
+
+    return register
+
+
 def _registration(name, retrievers, description, higher_is_answerable, passage_scale, replace) -> tuple:
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"The 'name' parameter of register_signal must be a valid identifier. Got {name!r} instead.")
+        raise parameter_error("name", "register_signal", "a valid identifier", name)
     if isinstance(retrievers, str):
         retrievers = (retrievers,)
     return name, tuple(retrievers), description, higher_is_answerable, passage_scale, replace
 
 
-def _register(function, batch, name, retrievers, description, higher_is_answerable, passage_scale, replace):
-    """Put the signal into the registry; returns what was decorated (the batch function for a batch signal)."""
+def _register(
+    function, batch, name, retrievers, description, higher_is_answerable, passage_scale, replace, *, corpus=None
+):
+    """Put the signal into the registry; returns what was decorated (the batch function for a batch signal).
+
+    A corpus signal (``corpus``, a function of a :class:`CorpusBatch`) also
+    registers the diagnostic that computes it at retrieval time, under its
+    name; a signal that replaces a corpus signal removes that diagnostic.
+    """
     defined = batch if batch is not None else function
     origin = _origin(defined)
     existing = SIGNALS.get(name)
@@ -219,9 +304,18 @@ def _register(function, batch, name, retrievers, description, higher_is_answerab
             f"signal {name!r} is already registered by {existing.origin}; {origin} defines it again. "
             "Rename one of them, or pass replace=True to override the first"
         )
+    if corpus is not None:  # may refuse (an info key another diagnostic writes) before the signal is in
+
+        @functools.wraps(corpus)
+        def diagnostic(retriever_batch):
+            return {name: corpus(CorpusBatch(retriever_batch))}
+
+        register_diagnostic(name, retriever=retrievers[0], replace=True)(diagnostic)
+    elif existing is not None and existing.corpus is not None:
+        unregister_diagnostic(name)
     summary = description or (defined.__doc__ or "").strip().split("\n")[0]
     SIGNALS[name] = Signal(
-        name, function, retrievers, summary, higher_is_answerable, passage_scale, origin, batch=batch
+        name, function, retrievers, summary, higher_is_answerable, passage_scale, origin, batch=batch, corpus=corpus
     )
     return defined
 
@@ -254,7 +348,7 @@ def load_signals_module(path):
 
     path = Path(path)
     if path.suffix != ".py" or not path.is_file():
-        raise ValueError(f"The 'signals module' must be an existing .py file. Got {str(path)!r} instead.")
+        raise parameter_error("path", "load_signals_module", "an existing .py file", str(path))
     name = "ragcal_signals_" + re.sub(r"\W", "_", path.stem)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -278,8 +372,9 @@ def _origin(function) -> str:
 
 
 def unregister_signal(name: str) -> None:
-    """Remove a signal from the registry."""
-    get_signal(name)
+    """Remove a signal from the registry (and, for a corpus signal, the diagnostic that computes it)."""
+    if get_signal(name).corpus is not None:
+        unregister_diagnostic(name)
     del SIGNALS[name]
 
 

@@ -1,4 +1,4 @@
-"""Query-performance predictors (ragcal.signals.qpp): each formula by hand, the diagnostics they read, and the edge cases."""
+"""Query-performance predictors (ragcal.signals.qpp): each formula by hand, the diagnostics they read, the edge cases."""
 
 import math
 
