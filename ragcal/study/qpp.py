@@ -18,7 +18,7 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..metrics import per_query_retrieval_metrics, qpp_table
 from ..queries import gold_pages
-from ..signals import SIGNALS
+from ..signals.registry import SIGNALS
 from .report import format_interval
 
 __all__ = ["QUALITY", "retrieval_quality", "evaluate_qpp", "qpp_section"]
