@@ -156,7 +156,9 @@ class RetrieverBatch:
         For corpus-level numbers that do not depend on the queries (a
         centroid, a vocabulary statistic): the first batch pays for them, the
         next ones reuse them. ``key`` names the number among those kept for
-        the retriever.
+        the retriever, so two diagnostics that ask for one key share one
+        value; ``build`` should not return an object that refers back to the
+        retriever, which would then be kept alive.
         """
         kept = _PER_RETRIEVER.setdefault(self.retriever, {})
         chunk_ids = getattr(self.retriever, "chunk_ids", None)
