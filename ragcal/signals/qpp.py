@@ -32,7 +32,7 @@ between the query and the corpus centroid (``info["centroid_cosine"]``, the
 with the query's length the way a sum over query terms does). BM25: ``s(C)``
 is the BM25 score of the collection treated as one document and ``|q|`` the
 number of query tokens the score sums (``info["corpus_score"]``,
-``info["query_terms"]``; see the diagnostics module).
+``info["query_terms"]``; see :mod:`ragcal.retrieval.diagnostics.bm25_statistics`).
 
 Conventions, the same for every predictor:
 
@@ -260,7 +260,7 @@ def dense_perturbation_jaccard(batch):
     fixed seed and shared by every query), the mean over ``p`` of
     ``|T ∩ T_p| / |T ∪ T_p|`` with ``T`` the original top 10 and ``T_p`` the
     perturbed one, re-ranked among the original top 100 (see
-    ``info["perturbation_jaccard"]`` in :mod:`ragcal.retrieval.diagnostics`,
+    ``info["perturbation_jaccard"]`` in :mod:`ragcal.retrieval.diagnostics.perturbation`,
     computed from the retriever that searched the query). Between 0 and 1; a
     query whose best chunks stand clear of the rest keeps them. NaN without
     the diagnostic or with no hit.
