@@ -15,7 +15,7 @@ parts of the difference on the same retrieved lists, ``diagnostic_rows`` (the di
 results) and ``score_table``: on two shared cores retrieval's own time varies by more than the difference, so that
 sum is the steadier estimate of what is added.
 
-Issue 21 added the query-performance predictors (:mod:`ragcal.qpp`) and the diagnostics they read. Every line is
+Issue 21 added the query-performance predictors (:mod:`ragcal.signals.qpp`) and the diagnostics they read. Every line is
 printed twice: for the 19 older signals with the older diagnostics (``qpp=False``, issue 20's measurement, kept
 reproducible) and for all signals with all diagnostics.
 """
@@ -28,11 +28,10 @@ import pandas as pd
 import ragcal.retrieval.index as index_module
 
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES, RUST_BOOK_QUERIES
-from ragcal.retrieval.diagnostics import diagnostic_rows
+from ragcal.retrieval.diagnostics.registry import diagnostic_rows
 from ragcal.retrieval.index import build_index
 from ragcal.scoring import score_table
-from ragcal.qpp import QPP_SIGNALS
-from ragcal.signals import SIGNALS
+from ragcal.signals import QPP_SIGNALS, SIGNALS
 
 N_QUERIES = 1000
 REPEATS = 10

@@ -17,13 +17,13 @@ from ragcal.embedding import ModelSpec
 from ragcal.gates import FallbackChain, FloorGapGate, LearnedGate, Stage, ThresholdGate, ask, load_gate, save_gate
 from ragcal.gates.learned_score import LinearScore
 from ragcal.gates.refusal import CorpusDescription
-from ragcal.qpp import QPP_SIGNALS
 from ragcal.retrieval import BM25Retriever
 from ragcal.retrieval.diagnostics import BM25_KEYS, DENSE_KEYS
 from ragcal.retrieval.fusion import reciprocal_rank_fusion
 from ragcal.retrieval.index import build_index
 from ragcal.runs import format_trec_run
 from ragcal.scoring import score_table
+from ragcal.signals import QPP_SIGNALS
 
 LEVELS = ("public", "internal", "restricted")
 VOCABULARY = (

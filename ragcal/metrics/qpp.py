@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, pearsonr, rankdata
 
+from .._params import check_float, check_int
 from ._common import DegenerateInputWarning
 
 __all__ = ["QPP_MEASURES", "smare", "smare_chance", "qpp_measures", "qpp_correlations", "qpp_table"]
@@ -137,10 +138,8 @@ def qpp_correlations(
         ``<measure>_low`` / ``<measure>_high``. Resamples in which a measure
         is undefined (a constant resample) are left out of its interval.
     """
-    if not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ValueError(f"The 'n_resamples' parameter of qpp_correlations must be an int >= 1. Got {n_resamples!r}.")
-    if not 0 < confidence < 1:
-        raise ValueError(f"The 'confidence' parameter of qpp_correlations must be in (0, 1). Got {confidence!r}.")
+    n_resamples = check_int(n_resamples, "n_resamples", "qpp_correlations", low=1)
+    confidence = check_float(confidence, "confidence", "qpp_correlations", low=0, high=1)
     predicted, actual = _pairs(predicted, actual, "qpp_correlations")
     n = predicted.size
     point = qpp_measures(predicted, actual)

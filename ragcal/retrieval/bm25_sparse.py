@@ -59,7 +59,7 @@ class SparseBM25:
     frequencies : ndarray of int32, aligned with ``weights.data``
         The raw term frequency :math:`f_{t,d}` of each stored entry (same
         CSC order), which query-performance predictors such as clarity need
-        (:mod:`ragcal.qpp`). It cannot always be recovered from the
+        (:mod:`ragcal.signals.qpp`). It cannot always be recovered from the
         contributions: a term in exactly half the documents has IDF 0 and so
         contribution 0 whatever its frequency.
 

@@ -30,7 +30,7 @@ from ..embedding.protocol import EmbedderProtocol, check_embedder, embedder_name
 from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
-from .diagnostics import diagnostic_rows
+from .diagnostics.registry import diagnostic_rows
 from .fusion import reciprocal_rank_fusion
 
 __all__ = ["RetrievalIndex", "chunk_corpus", "build_index", "CHUNKERS"]
@@ -234,7 +234,7 @@ class RetrievalIndex:
             for position in range(len(queries))
         ]
         infos = {}
-        if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics.py)
+        if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics/)
             infos = diagnostic_rows(retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors)
         if self.reranker is not None:
             texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}

@@ -139,7 +139,7 @@ def retrieve_with(
         ]
     if diagnostics:
         from .dense import DenseRetriever
-        from .diagnostics import attach_diagnostics
+        from .diagnostics.registry import attach_diagnostics
 
         dense = [retriever for retriever in retrievers.values() if isinstance(retriever, DenseRetriever)]
         vectors = dense[0].encode_queries(queries) if len(dense) == 1 and dense[0].embedder is not None else None

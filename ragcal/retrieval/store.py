@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 #: Version of the saved layout; a change here makes every older entry unreachable.
-INDEX_FORMAT = 3  # 3: each BM25 scorer's raw term frequencies (for clarity, ragcal.qpp)
+INDEX_FORMAT = 3  # 3: each BM25 scorer's raw term frequencies (for clarity, ragcal.signals.qpp)
 _MANIFEST = "manifest.json"
 _FOLDER = "indexes"
 #: Modules whose code decides what a saved index holds (pages, chunks, tokens, BM25 weights, access levels).
@@ -357,7 +357,7 @@ def _write_retrievers(folder: Path, dense, bm25: dict) -> dict:
     """Write the faiss index and every BM25 scorer's arrays into ``folder``; returns their manifest part."""
     import faiss
 
-    from .diagnostics import dense_domain
+    from .diagnostics.dense_domain import dense_domain
 
     faiss.write_index(dense.index, str(folder / "dense.faiss"))
     centroid, page_centroids = dense_domain(dense)  # what the dense diagnostics compare queries with
@@ -390,7 +390,7 @@ def _read_retrievers(folder: Path, manifest: dict, chunk_ids, *, embedder, dense
     dense = DenseRetriever.from_faiss(
         chunk_ids, faiss_index, embedder=embedder, name=manifest["dense"]["name"], index=spec
     )
-    from .diagnostics import set_dense_domain
+    from .diagnostics.dense_domain import set_dense_domain
 
     set_dense_domain(
         dense,

@@ -20,7 +20,7 @@ from ..formatting import format_interval
 from ..metrics import qpp_table
 from ..metrics.retrieval import per_query_retrieval_metrics
 from ..queries import gold_pages
-from ..signals import SIGNALS
+from ..signals.registry import SIGNALS
 
 __all__ = ["QUALITY", "retrieval_quality", "evaluate_qpp", "qpp_section"]
 

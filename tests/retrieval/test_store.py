@@ -282,7 +282,7 @@ def test_a_saved_view_is_loaded_by_the_next_start(corpus, tmp_path, monkeypatch)
 
 
 def test_the_saved_dense_domain_is_the_computed_one(corpus, tmp_path):
-    from ragcal.retrieval.diagnostics import _build_domain, dense_domain
+    from ragcal.retrieval.diagnostics.dense_domain import _build_domain, dense_domain
 
     cache = tmp_path / "cache"
     build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())

@@ -1,23 +1,20 @@
-"""Query-performance predictors (ragcal.qpp): each formula by hand, the diagnostics they read, and the edge cases."""
+"""Query-performance predictors (ragcal.signals.qpp): each formula by hand, the diagnostics they read, the edge cases."""
 
 import math
 
 import numpy as np
 import pytest
 
-from ragcal.qpp import QPP_SIGNALS
 from ragcal.retrieval import BM25Retriever, DenseRetriever, RetrievalResult
-from ragcal.retrieval.diagnostics import (
-    CLARITY_LAMBDA,
+from ragcal.retrieval.diagnostics import bm25_info, dense_diagnostics, dense_info
+from ragcal.retrieval.diagnostics.clarity import CLARITY_LAMBDA
+from ragcal.retrieval.diagnostics.perturbation import (
     PERTURBATION_NOISE,
     PERTURBATION_SEED,
     PERTURBATIONS,
     _kept_share,
-    bm25_info,
-    dense_diagnostics,
-    dense_info,
 )
-from ragcal.signals import SIGNALS, compute_signals, compute_signals_batch, get_signal
+from ragcal.signals import QPP_SIGNALS, SIGNALS, compute_signals, compute_signals_batch, get_signal
 
 DENSE = ("dense_nqc", "dense_wig", "dense_smv", "dense_sigma100", "dense_sigma50pct")
 LEXICAL = ("bm25_nqc_stopwords", "bm25_wig_stopwords", "bm25_smv_stopwords", "bm25_sigma100_stopwords",
@@ -195,12 +192,11 @@ def test_clarity_counts_repeated_query_terms_and_reads_the_top_chunks_only():
         expected += p * math.log2(p / p_coll)
     assert info["clarity"] == pytest.approx(expected, rel=1e-12)
     # The model of the top chunk alone (depth 1): one document, weight 1.
-    from ragcal.retrieval.diagnostics import _TERMS, _clarity
+    from ragcal.retrieval.diagnostics import RetrieverBatch
+    from ragcal.retrieval.diagnostics.clarity import clarity_column
 
-    result = retriever.search_one("cherry")
-    terms = _TERMS[retriever][2]
-    column = terms.columns["cherry"]
-    one = _clarity(retriever, terms, [result], np.array([0]), np.array([column]), np.array([1.0]), depth=1)
+    result = retriever.search_one("cherry")  # one distinct term, "cherry", once
+    one = clarity_column(RetrieverBatch(retriever, ["cherry"], [result]), depth=1)
     top = result.chunk_ids[0]
     words = {"b.md#0": {"apple": 2 / 3, "cherry": 1 / 3}, "c.md#0": {"cherry": 1 / 3, "date": 1 / 3, "elder": 1 / 3}}
     background = {"apple": 3 / 8, "cherry": 2 / 8, "date": 1 / 8, "elder": 1 / 8}

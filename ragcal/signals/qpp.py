@@ -32,7 +32,7 @@ between the query and the corpus centroid (``info["centroid_cosine"]``, the
 with the query's length the way a sum over query terms does). BM25: ``s(C)``
 is the BM25 score of the collection treated as one document and ``|q|`` the
 number of query tokens the score sums (``info["corpus_score"]``,
-``info["query_terms"]``; see the diagnostics module).
+``info["query_terms"]``; see :mod:`ragcal.retrieval.diagnostics.bm25_statistics`).
 
 Conventions, the same for every predictor:
 
@@ -70,7 +70,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .signals import ResultBatch, _by_length, register_batch_signal
+from .batch import ResultBatch, by_length
+from .registry import register_batch_signal
 
 __all__ = ["NQC_DEPTH", "WIG_DEPTH", "SMV_DEPTH", "SIGMA_DEPTH", "SIGMA_SHARE", "QPP_SIGNALS"]
 
@@ -89,7 +90,7 @@ _DENSE = "dense"
 _BM25 = "bm25_stopwords"
 
 
-# --------------------------------------------------------------------------- shared pieces
+# Shared pieces.
 
 
 def _depth(batch: ResultBatch, retriever: str, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,21 +130,21 @@ def _nothing_retrieved(values: np.ndarray, batch: ResultBatch, retriever: str, n
     return np.where(empty, 0.0, values)
 
 
-# --------------------------------------------------------------------------- the formulas, for one retriever
+# The formulas, for one retriever.
 
 
 def nqc(batch: ResultBatch, retriever: str, *, k: int = NQC_DEPTH) -> np.ndarray:
     """Normalized Query Commitment: ``std(top-k scores) / |s(C)|`` (Shtok et al., TOIS 2012)."""
     scores, lengths = _depth(batch, retriever, k)
     corpus = _corpus_score(batch, retriever)
-    return _nothing_retrieved(_normalised(_by_length(scores, lengths, _std), corpus), batch, retriever, corpus)
+    return _nothing_retrieved(_normalised(by_length(scores, lengths, _std), corpus), batch, retriever, corpus)
 
 
 def wig(batch: ResultBatch, retriever: str, *, k: int = WIG_DEPTH) -> np.ndarray:
     """Weighted Information Gain: ``(1/k) Σ_{top k} (s(d) - s(C)) / sqrt(|q|)`` (Zhou & Croft, SIGIR 2007)."""
     scores, lengths = _depth(batch, retriever, k)
     corpus = _corpus_score(batch, retriever)
-    gain = _by_length(scores - corpus[:, None], lengths, lambda rows: rows.mean(axis=1))
+    gain = by_length(scores - corpus[:, None], lengths, lambda rows: rows.mean(axis=1))
     with np.errstate(divide="ignore", invalid="ignore"):
         values = gain / np.sqrt(_query_length(batch, retriever))
     return _nothing_retrieved(values, batch, retriever, corpus)
@@ -164,14 +165,14 @@ def smv(batch: ResultBatch, retriever: str, *, k: int = SMV_DEPTH) -> np.ndarray
     """Score Magnitude and Variance: ``(1/k) Σ_{top k} s(d) |ln(s(d)/μ)| / |s(C)|`` (Tao & Wu, CIKM 2014)."""
     scores, lengths = _depth(batch, retriever, k)
     corpus = _corpus_score(batch, retriever)
-    values = _normalised(_by_length(scores, lengths, _magnitude_variance), corpus)
+    values = _normalised(by_length(scores, lengths, _magnitude_variance), corpus)
     return _nothing_retrieved(values, batch, retriever, corpus)
 
 
 def sigma_k(batch: ResultBatch, retriever: str, *, k: int = SIGMA_DEPTH) -> np.ndarray:
     """σ_k: the standard deviation of the top-k scores (Pérez-Iglesias & Araujo, SPIRE 2010)."""
     scores, lengths = _depth(batch, retriever, k)
-    return _nothing_retrieved(_by_length(scores, lengths, _std), batch, retriever)
+    return _nothing_retrieved(by_length(scores, lengths, _std), batch, retriever)
 
 
 def sigma_share(batch: ResultBatch, retriever: str, *, share: float = SIGMA_SHARE) -> np.ndarray:
@@ -187,7 +188,7 @@ def sigma_share(batch: ResultBatch, retriever: str, *, share: float = SIGMA_SHAR
     top = scores[:, 0] if scores.shape[1] else np.full(len(batch), np.nan)
     with np.errstate(invalid="ignore"):
         kept = (scores >= share * top[:, None]).sum(axis=1)  # a prefix: the scores are non-increasing
-    spread = _by_length(scores, kept, _std)
+    spread = by_length(scores, kept, _std)
     with np.errstate(divide="ignore", invalid="ignore"):
         values = np.where(top > 0, spread / np.sqrt(_query_length(batch, retriever)), np.nan)
     within = np.arange(scores.shape[1]) < lengths[:, None]
@@ -195,7 +196,7 @@ def sigma_share(batch: ResultBatch, retriever: str, *, share: float = SIGMA_SHAR
     return _nothing_retrieved(values, batch, retriever, _query_length(batch, retriever))
 
 
-# --------------------------------------------------------------------------- dense
+# Dense.
 
 
 @register_batch_signal("dense_nqc", retrievers=(_DENSE,))
@@ -259,7 +260,7 @@ def dense_perturbation_jaccard(batch):
     fixed seed and shared by every query), the mean over ``p`` of
     ``|T ∩ T_p| / |T ∪ T_p|`` with ``T`` the original top 10 and ``T_p`` the
     perturbed one, re-ranked among the original top 100 (see
-    ``info["perturbation_jaccard"]`` in :mod:`ragcal.retrieval.diagnostics`,
+    ``info["perturbation_jaccard"]`` in :mod:`ragcal.retrieval.diagnostics.perturbation`,
     computed from the retriever that searched the query). Between 0 and 1; a
     query whose best chunks stand clear of the rest keeps them. NaN without
     the diagnostic or with no hit.
@@ -267,7 +268,7 @@ def dense_perturbation_jaccard(batch):
     return batch.info(_DENSE, "perturbation_jaccard")
 
 
-# --------------------------------------------------------------------------- BM25 (no stop words)
+# BM25 (no stop words).
 
 
 @register_batch_signal("bm25_nqc_stopwords", retrievers=(_BM25,))

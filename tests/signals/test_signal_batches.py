@@ -24,7 +24,7 @@ from ragcal.signals import (
     unregister_signal,
 )
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[2]
 #: Questions that reach the edge cases on the real index: no token at all, only stop words (BM25 without stop words
 #: matches nothing), words the corpus lacks, repeated words, one very long question.
 EDGE_QUESTIONS = [
@@ -281,7 +281,7 @@ def test_score_table_needs_one_result_per_query():
 
 
 def test_segment_sums_are_numpys_sum_of_each_segment():
-    from ragcal.retrieval.diagnostics import _segment_sums
+    from ragcal.retrieval.diagnostics.bm25_terms import segment_sums
 
     rng = np.random.default_rng(7)
     counts = rng.integers(0, 40, size=500)
@@ -289,8 +289,8 @@ def test_segment_sums_are_numpys_sum_of_each_segment():
     values = rng.standard_normal(counts.sum()) * 10.0 ** rng.uniform(-4, 4, counts.sum())
     starts = np.cumsum(counts) - counts
     expected = [values[start : start + count].sum() for start, count in zip(starts, counts)]
-    assert_same_bits(_segment_sums(values, counts), expected, "_segment_sums")
-    assert _segment_sums(np.empty(0), np.zeros(3, int)).tolist() == [0.0, 0.0, 0.0]
+    assert_same_bits(segment_sums(values, counts), expected, "segment_sums")
+    assert segment_sums(np.empty(0), np.zeros(3, int)).tolist() == [0.0, 0.0, 0.0]
 
 
 def stripped(result: RetrievalResult) -> RetrievalResult:

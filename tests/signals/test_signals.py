@@ -95,9 +95,9 @@ def test_a_builtin_name_cannot_be_taken_by_accident():
     def dense_top1(query_results):
         return 0.0
 
-    with pytest.raises(ValueError, match="already registered by ragcal.signals.dense_top1"):
+    with pytest.raises(ValueError, match="already registered by ragcal.signals.builtin.dense_top1"):
         register_signal("dense_top1", retrievers="dense")(dense_top1)
-    assert get_signal("dense_top1").origin == "ragcal.signals.dense_top1"
+    assert get_signal("dense_top1").origin == "ragcal.signals.builtin.dense_top1"
 
 
 def test_signals_module_registers_and_reloads(tmp_path):
