@@ -229,7 +229,7 @@ def qpp_table(
     quality : DataFrame
         Retrieval quality per question: indexed by query id, one column per
         retriever (for example the ``mrr@10`` of each retriever's run, from
-        :func:`ragcal.metrics.per_query_retrieval_metrics`).
+        :func:`ragcal.metrics.retrieval.per_query_retrieval_metrics`).
     signals : sequence of str
     targets : dict of str to str, default=None
         The column of ``quality`` each signal predicts. A signal without one
