@@ -134,7 +134,19 @@ def test_every_name_the_readme_imports_is_in_that_modules_all():
         assert getattr(imported, name) is not None
 
 
-@pytest.mark.parametrize("module", ["ragcal.retrieval", "ragcal.metrics", "ragcal.gates", "ragcal.plotting"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "ragcal.embedding",
+        "ragcal.retrieval",
+        "ragcal.signals",
+        "ragcal.metrics",
+        "ragcal.calibration",
+        "ragcal.gates",
+        "ragcal.monitoring",
+        "ragcal.plotting",
+    ],
+)
 def test_subpackages_list_only_names_they_have(module):
     import importlib
 
