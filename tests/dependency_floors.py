@@ -186,9 +186,18 @@ def imports_of(snippet: str) -> str:
 
 def run(command, *, cwd=None, env=None, timeout=1800) -> subprocess.CompletedProcess:
     """Run a command; a non-zero exit raises :class:`JobFailed` with the command and the end of its output."""
-    result = subprocess.run(
-        [str(part) for part in command], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    try:
+        result = subprocess.run(
+            [str(part) for part in command],
+            check=False,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise JobFailed(f"no end after {timeout} s: {' '.join(str(part) for part in command)}") from None
     if result.returncode != 0:
         shown = " ".join(str(part) for part in command)
         raise JobFailed(f"exit {result.returncode}: {shown}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
@@ -233,6 +242,9 @@ class Job:
             "PYTHONDONTWRITEBYTECODE",
         )
         self.env = {key: value for key, value in os.environ.items() if key not in left_out}
+        # OpenMP threads that sleep while they wait, as tests/conftest.py sets for `make test`: the same bits, and
+        # spinning threads took three times the CPU on this busy 2-core machine.
+        self.env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.env.update(
             HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAGCAL_CACHE_DIR=str(self.cache), MPLBACKEND="Agg"
         )
