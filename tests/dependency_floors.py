@@ -204,6 +204,23 @@ def run(command, *, cwd=None, env=None, timeout=1800) -> subprocess.CompletedPro
     return result
 
 
+def copy_of_the_sources(target: Path) -> Path:
+    """What the wheel is built from (pyproject.toml, the readme, the packages' folders), copied to ``target``.
+
+    Built from a copy, the wheel leaves no ``build/`` in the checkout and cannot collide with another test that
+    builds one at the same time (tests/test_wheel.py).
+    """
+    pyproject = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = pyproject["tool"]["setuptools"]
+    folders = {name.split(".")[0] for name in setuptools["packages"]} | set(setuptools.get("package-dir", {}).values())
+    target.mkdir(parents=True)
+    for name in ("pyproject.toml", pyproject["project"]["readme"]):
+        shutil.copy2(REPOSITORY / name, target / name)
+    for folder in sorted(folders):
+        shutil.copytree(REPOSITORY / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
 def seed_embedding_cache(target: Path) -> None:
     """Copy the user's (or CI's) embedding cache into ``target``, so that the bundled corpus is not embedded again.
 
@@ -259,8 +276,9 @@ class Job:
 
     def install(self) -> None:
         self.say("building the wheel")
+        source = copy_of_the_sources(self.root / "source")
         run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
-             self.root / "dist", REPOSITORY])  # fmt: skip
+             self.root / "dist", source])  # fmt: skip
         wheel = next((self.root / "dist").glob("ragcal-*.whl"))
         run([sys.executable, "-m", "venv", "--without-pip", self.venv])
         floors = [] if self.newest else floor_constraints()
