@@ -1,0 +1,384 @@
+"""Install the ragcal wheel at the lowest versions pyproject.toml allows, in a fresh venv, and use it.
+
+    python tests/dependency_floors.py            # every direct dependency at its floor (`>=X` installed as `==X`)
+    python tests/dependency_floors.py --newest   # the newest releases the registry serves instead
+
+Both hold torch at 2.13.0, the CPU build that ``make`` installs: it goes in first, and every later install is
+constrained to it, so nothing pulls in another (multi-GB CUDA) build. The floors are read from
+``[project].dependencies``, never repeated here: each ``name>=X`` becomes the constraint ``name==X``. Transitive
+dependencies float (whatever pip resolves for those pins). Then, from a folder outside the checkout, with the
+Hugging Face Hub offline:
+
+1. every ```python snippet of README.md, in order, one fresh process each. A snippet that needs the reader's own
+   things (a name an earlier snippet or the reader defines, or a path or URL of theirs: a string literal with a
+   ``/`` or a ``.csv``/``.json``/``.md`` name) cannot run as it stands; its imports are run instead, so every name
+   it uses must still exist;
+2. ``ragcal score`` on a three-page Markdown corpus and twelve labeled questions, ``ragcal calibrate`` on the
+   table, ``ragcal fit-gate`` of a threshold gate and of a learned gate, and ``ragcal ask --json`` with each gate:
+   an answerable question must be answered and an unrelated one refused.
+
+It prints the installed versions of the direct dependencies, and exits non-zero when any step fails.
+tests/test_dependency_floors.py runs it (floors only) as part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import tomllib
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+#: The CPU build of torch that ``make`` installs first; pip finds it on this machine's disk.
+TORCH = "torch==2.13.0"
+#: Transitive dependencies whose version matters enough to print beside the direct ones.
+NOTABLE_TRANSITIVE = ("transformers", "tokenizers", "huggingface-hub", "safetensors", "joblib", "contourpy")
+
+# The three-page corpus and its labeled questions for the command-line pipeline.
+PAGES = {
+    "bicycle.md": """\
+        # Bicycle maintenance
+
+        ## Fixing a flat tyre
+
+        Take the wheel off, lever one side of the tyre off the rim and pull out the inner tube. Find the hole by
+        pumping a little air in and listening, patch it or fit a new tube, then seat the tyre and inflate it to the
+        pressure printed on the sidewall.
+
+        ## Lubricating the chain
+
+        Wipe the chain clean with a rag, put one drop of chain oil on each roller while turning the pedals backwards,
+        and wipe off the excess after a minute. Oil it every 300 kilometres, or after every wet ride.
+
+        ## Adjusting the brakes
+
+        When the brake lever touches the handlebar, turn the barrel adjuster anticlockwise to take up cable slack.
+        """,
+    "sourdough.md": """\
+        # Sourdough bread
+
+        ## Feeding the starter
+
+        Discard all but 50 grams of the starter, then add 50 grams of flour and 50 grams of water and stir. Feed it
+        every day at room temperature, or once a week when it lives in the fridge.
+
+        ## Shaping the loaf
+
+        After the bulk fermentation, tip the dough onto an unfloured bench, fold the edges into the middle and roll
+        it towards you to build surface tension.
+
+        ## Baking
+
+        Bake in a preheated Dutch oven at 250 degrees Celsius for 20 minutes with the lid on, then 25 minutes at
+        230 degrees with the lid off, until the crust is deep brown.
+        """,
+    "houseplants.md": """\
+        # Houseplant care
+
+        ## Watering
+
+        Water when the top two centimetres of soil are dry, until water runs out of the drainage hole. Most
+        houseplants need water once a week in summer and every two or three weeks in winter.
+
+        ## Light
+
+        Put flowering plants near a bright window; ferns and snake plants cope with indirect light.
+
+        ## Repotting
+
+        Repot in spring when roots grow out of the drainage hole, into a pot one size larger with fresh compost.
+        """,
+}
+QUERIES = """\
+    id,query,answerable,slice,gold
+    a1,How do I fix a flat tyre on my bike?,true,answerable,bicycle.md
+    a2,How often should I oil my bicycle chain?,true,answerable,bicycle.md
+    a3,How do I feed a sourdough starter?,true,answerable,sourdough.md
+    a4,At what oven temperature do I bake sourdough bread?,true,answerable,sourdough.md
+    a5,How often should I water my houseplants?,true,answerable,houseplants.md
+    a6,When should I repot a houseplant?,true,answerable,houseplants.md
+    n1,How do I replace a bicycle derailleur cable?,false,near-domain,
+    n2,How do I make gluten-free bread rise?,false,near-domain,
+    n3,How do I get rid of fungus gnats in plant soil?,false,near-domain,
+    u1,What is the capital of Mongolia?,false,unrelated,
+    u2,How do I file my income tax return?,false,unrelated,
+    u3,Who won the 1998 football World Cup?,false,unrelated,
+    """
+ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
+UNRELATED_QUESTION = "What is the capital of Mongolia?"
+
+
+class JobFailed(Exception):
+    """One step of the job failed; the message says which and shows its output."""
+
+
+def floor_constraints(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[str]:
+    """``[project].dependencies`` as pins at their floors: ``numpy>=2.0`` -> ``numpy==2.0``.
+
+    A dependency without a ``>=`` lower bound (or an ``==`` pin, kept as it is) has no floor to test, and is an
+    error: every direct dependency must say the lowest version it works with. torch is left out: it is held at
+    :data:`TORCH` (any other build is a multi-GB CUDA download here), so its floor is the one not tested.
+    """
+    dependencies = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    pins = []
+    for line in dependencies:
+        requirement = Requirement(line)
+        floors = [spec.version for spec in requirement.specifier if spec.operator in (">=", "==")]
+        if len(floors) != 1:
+            raise ValueError(f"{pyproject}: dependency {line!r} needs exactly one '>=' floor")
+        if canonicalize_name(requirement.name) != "torch":
+            pins.append(f"{requirement.name}=={floors[0]}")
+    return pins
+
+
+def direct_dependency_names(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[str]:
+    dependencies = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    return [canonicalize_name(Requirement(line).name) for line in dependencies]
+
+
+def readme_snippets(readme: Path = REPOSITORY / "README.md") -> list[str]:
+    """The ```python fenced blocks of the README, in order."""
+    return re.findall(r"^```python\n(.*?)^```", readme.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+
+
+def needs_the_readers_things(snippet: str) -> list[str]:
+    """Why a snippet cannot run as it stands: its free names and path-like string literals (empty: it can)."""
+    tree = ast.parse(snippet)
+    bound, loaded = set(dir(builtins)), set()
+    literals = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.search(r"/|\.(csv|json|md)$", node.value)
+        ):
+            literals.append(node.value)
+    return sorted(loaded - bound) + literals
+
+
+def imports_of(snippet: str) -> str:
+    """The snippet's import statements, as source."""
+    tree = ast.parse(snippet)
+    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def run(command, *, cwd=None, env=None, timeout=1800) -> subprocess.CompletedProcess:
+    """Run a command; a non-zero exit raises :class:`JobFailed` with the command and the end of its output."""
+    try:
+        result = subprocess.run(
+            [str(part) for part in command],
+            check=False,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise JobFailed(f"no end after {timeout} s: {' '.join(str(part) for part in command)}") from None
+    if result.returncode != 0:
+        shown = " ".join(str(part) for part in command)
+        raise JobFailed(f"exit {result.returncode}: {shown}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+    return result
+
+
+def copy_of_the_sources(target: Path) -> Path:
+    """What the wheel is built from (pyproject.toml, the readme, the packages' folders), copied to ``target``.
+
+    Built from a copy, the wheel leaves no ``build/`` in the checkout and cannot collide with another test that
+    builds one at the same time (tests/test_wheel.py).
+    """
+    pyproject = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = pyproject["tool"]["setuptools"]
+    folders = {name.split(".")[0] for name in setuptools["packages"]} | set(setuptools.get("package-dir", {}).values())
+    target.mkdir(parents=True)
+    for name in ("pyproject.toml", pyproject["project"]["readme"]):
+        shutil.copy2(REPOSITORY / name, target / name)
+    for folder in sorted(folders):
+        shutil.copytree(REPOSITORY / folder, target / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def seed_embedding_cache(target: Path) -> None:
+    """Copy the user's (or CI's) embedding cache into ``target``, so that the bundled corpus is not embedded again.
+
+    A copy, not the cache itself: what the old libraries compute must not land in the cache the other tests read.
+    The three-page corpus of the command-line pipeline is not in it, so the model still runs there.
+    """
+    source_dir = Path(os.environ["RAGCAL_CACHE_DIR"]) if os.environ.get("RAGCAL_CACHE_DIR") else None
+    if source_dir is None:
+        import platformdirs
+
+        source_dir = Path(platformdirs.user_cache_dir("ragcal"))
+    target.mkdir(parents=True, exist_ok=True)
+    source = source_dir / "embeddings.sqlite"
+    if source.is_file():
+        with sqlite3.connect(source) as reader, sqlite3.connect(target / "embeddings.sqlite") as writer:
+            reader.backup(writer)  # consistent even while another process writes (WAL)
+
+
+class Job:
+    def __init__(self, root: Path, *, newest: bool):
+        self.root, self.newest = root, newest
+        self.venv = root / "venv"
+        self.python = self.venv / "bin" / "python"
+        self.work = root / "elsewhere"
+        self.cache = root / "cache"
+        self.started = time.monotonic()
+        # The venv's own processes: no checkout on the path, the Hub offline, the bundled data from the wheel. Each
+        # process writes the bytecode of what it imports (pip installs with --no-compile), so the next one reuses it:
+        # recompiling transformers and scikit-learn on every import took 13 s of CPU per process.
+        left_out = (
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "VIRTUAL_ENV",
+            "RAGCAL_DATA_DIR",
+            "RAGCAL_CACHE_DIR",
+            "PYTHONDONTWRITEBYTECODE",
+        )
+        self.env = {key: value for key, value in os.environ.items() if key not in left_out}
+        # OpenMP threads that sleep while they wait, as tests/conftest.py sets for `make test`: the same bits, and
+        # spinning threads took three times the CPU on this busy 2-core machine.
+        self.env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self.env.update(
+            HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", RAGCAL_CACHE_DIR=str(self.cache), MPLBACKEND="Agg"
+        )
+
+    def say(self, message: str) -> None:
+        print(f"[{time.monotonic() - self.started:6.1f} s] {message}", flush=True)
+
+    def pip(self, *arguments):
+        # The running pip installs into the new venv (`--python`), which therefore needs none of its own; without
+        # PYTHONPATH, which could show it the checkout's ragcal.egg-info as ragcal already installed.
+        return run([sys.executable, "-m", "pip", "--python", self.python, *arguments], cwd=self.root, env=self.env)
+
+    def install(self) -> None:
+        self.say("building the wheel")
+        source = copy_of_the_sources(self.root / "source")
+        run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+             self.root / "dist", source])  # fmt: skip
+        wheel = next((self.root / "dist").glob("ragcal-*.whl"))
+        run([sys.executable, "-m", "venv", "--without-pip", self.venv])
+        floors = [] if self.newest else floor_constraints()
+        constraints = self.root / "constraints.txt"
+        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
+        # --no-compile: compiling every file of torch took longer than the rest of the install; Python compiles
+        # what it imports instead.
+        self.say(f"installing {TORCH} into a fresh venv")
+        self.pip("install", "-q", "--no-compile", TORCH)
+        self.say(
+            "installing the wheel " + ("at the floors: " + ", ".join(floors) if floors else "at the newest releases")
+        )
+        self.pip("install", "--no-compile", "-c", constraints, wheel)  # not -q: a conflict's cause is in the output
+        self.report_versions()
+
+    def report_versions(self) -> None:
+        installed = {}
+        for line in self.pip("list", "--format=freeze").stdout.splitlines():
+            name, _, version = line.partition("==")
+            installed[canonicalize_name(name)] = version
+        print("direct dependencies installed:")
+        for name in direct_dependency_names():
+            print(f"    {name}=={installed.get(name)}")
+        print("notable transitive: " + ", ".join(f"{name}=={installed.get(name)}" for name in NOTABLE_TRANSITIVE))
+
+    def python_in_work(self, code: str, folder: Path, *, timeout=900):
+        folder.mkdir(parents=True, exist_ok=True)
+        return run([self.python, "-c", code], cwd=folder, env=self.env, timeout=timeout)
+
+    def check_the_wheel_is_imported(self) -> None:
+        where = self.python_in_work("import ragcal; print(ragcal.__file__)", self.work).stdout.strip()
+        if not where.startswith(str(self.venv)):
+            raise JobFailed(f"ragcal was imported from {where}, not from the venv")
+
+    def readme_snippets(self) -> None:
+        seed_embedding_cache(self.cache)
+        for number, snippet in enumerate(readme_snippets(), start=1):
+            reasons = needs_the_readers_things(snippet)
+            first_line = snippet.strip().splitlines()[0]
+            if reasons:
+                self.say(f"README snippet {number} ({first_line}): imports only; it needs {', '.join(reasons)}")
+                code = imports_of(snippet)
+            else:
+                self.say(f"README snippet {number} ({first_line}): runs as written")
+                code = snippet
+            try:
+                self.python_in_work(code, self.work / f"snippet{number}")
+            except JobFailed as failure:
+                raise JobFailed(f"README snippet {number}:\n{snippet}\n{failure}") from None
+
+    def cli_pipeline(self) -> None:
+        self.say("ragcal score -> calibrate -> fit-gate (threshold, learned) -> ask, on a three-page corpus")
+        folder = self.work / "cli"
+        for name, text in PAGES.items():
+            (folder / "corpus").mkdir(parents=True, exist_ok=True)
+            (folder / "corpus" / name).write_text(textwrap.dedent(text), encoding="utf-8")
+        (folder / "queries.csv").write_text(textwrap.dedent(QUERIES), encoding="utf-8")
+        ragcal = [self.python, "-m", "ragcal"]
+
+        def command(*arguments):
+            return run([*ragcal, *arguments], cwd=folder, env=self.env, timeout=900)
+
+        command("score", "queries.csv", "--corpus", "corpus", "--out", "scores.csv", "--runs", "runs")
+        # The score table read back through pyarrow, a rule fitted and held out.
+        printed = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--heldout", "20").stdout
+        if "keep@0.95: answer when dense_top1 >=" not in printed:
+            raise JobFailed(f"ragcal calibrate printed no threshold:\n{printed}")
+        for kind in ("threshold", "learned"):
+            command("fit-gate", "scores.csv", "--gate", kind, "--out", f"{kind}.json")
+            gate = json.loads((folder / f"{kind}.json").read_text())
+            printed = command("ask", "--gate", f"{kind}.json", "--json", ANSWERABLE_QUESTION, UNRELATED_QUESTION)
+            decisions = [json.loads(line) for line in printed.stdout.splitlines() if line.startswith("{")]
+            actions = [decision["action"] for decision in decisions]
+            self.say(f"    {gate['gate']['type']} gate: {actions} on the answerable and the unrelated question")
+            if actions != ["answer", "refuse"]:
+                raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--newest", action="store_true", help="the newest releases instead of the floors")
+    parser.add_argument("--keep", metavar="DIR", help="work in DIR and leave it (default: a temporary folder)")
+    options = parser.parse_args(argv)
+    root = Path(options.keep) if options.keep else Path(tempfile.mkdtemp(prefix="ragcal-floors-"))
+    root.mkdir(parents=True, exist_ok=True)
+    job = Job(root.resolve(), newest=options.newest)
+    try:
+        job.install()
+        job.check_the_wheel_is_imported()
+        job.readme_snippets()
+        job.cli_pipeline()
+    except JobFailed as failure:
+        job.say(f"FAILED: {failure}")
+        return 1
+    finally:
+        if not options.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    job.say("passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
