@@ -73,6 +73,10 @@ class CandidateQuestion:
         ``"answerable"`` for answerable questions unless the file names one.
     answers : tuple of (bool or None)
         Per passage: does it answer the question (None: not assessed).
+    unlisted_gold : tuple of str, default=()
+        Ids of passages known to answer the question that are not among its
+        candidates (a run that missed its gold,
+        :func:`~ragcal.benchmarks.trec.read_trec_candidates`).
     """
 
     id: str
@@ -82,11 +86,13 @@ class CandidateQuestion:
     answerable: bool | None = None
     slice: str = ""
     answers: tuple = field(default=())
+    unlisted_gold: tuple[str, ...] = ()
 
     @property
     def gold(self) -> tuple[str, ...]:
-        """Ids of the passages marked as answering the question."""
-        return tuple(passage for passage, answers in zip(self.passage_ids, self.answers) if answers)
+        """Ids of the passages marked as answering the question, then those not among its candidates."""
+        listed = tuple(passage for passage, answers in zip(self.passage_ids, self.answers) if answers)
+        return listed + tuple(self.unlisted_gold)
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,23 @@ from ._options import (
 
 
 def add_parsers(commands) -> None:
-    score = commands.add_parser("score", help="write the per-query score table (and TREC runs)")
-    score.add_argument("queries", type=Path, help="labeled query CSV: id,query,answerable,slice,gold")
+    score = commands.add_parser(
+        "score",
+        help="write the per-query score table (and TREC runs)",
+        description="Score a labeled query file against a Markdown corpus (--corpus), or score your own system's "
+        "exported candidates without building an index: --candidates run.trec --passages passages.jsonl with the "
+        "query file, or --candidates FILE.jsonl (a candidates JSONL carries its own labels).",
+    )
+    score.add_argument(
+        "queries", type=Path, nargs="?", default=None, help="labeled query CSV: id,query,answerable,slice,gold"
+    )
     score.add_argument("--out", type=Path, required=True, help="score table CSV to write")
     score.add_argument("--runs", type=Path, default=None, help="folder for TREC run files, one per retriever")
     add_index_options(score)
     add_rerank_options(score)
     add_access_options(score)
     add_signals_module(score)
+    add_candidate_options(score)
     score.set_defaults(run=run_score)
 
     chunks = commands.add_parser(
@@ -54,11 +63,35 @@ def add_parsers(commands) -> None:
     evaluate.set_defaults(run=run_evaluate)
 
 
+def add_candidate_options(score) -> None:
+    """``--candidates``, ``--passages``, ``--run-tag``; and the index options they exclude (with their defaults)."""
+    score.add_argument(
+        "--candidates",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your system's own candidates instead of a corpus: a TREC run (qid Q0 docid rank score tag, with "
+        "--passages and the query file) or a candidates JSONL (its own labels); re-scored by dense and BM25 over "
+        "the pool of candidates, plus your scores as run_* signals",
+    )
+    score.add_argument(
+        "--passages", type=Path, default=None, metavar="FILE", help="the run's passages, BEIR corpus.jsonl (_id, title, text)"
+    )
+    score.add_argument("--run-tag", default=None, metavar="TAG", help="the run to read from a TREC file with several")
+    excluded = ("corpus", "chunker", "max_tokens", "window", "no_includes", "exclude", "dense_index")
+    excluded += ("reranker", "rerank_depth", "access", "access_map", "default_access")
+    score.set_defaults(corpus_only={dest: ("--" + dest.replace("_", "-"), score.get_default(dest)) for dest in excluded})
+
+
 def run_score(args) -> None:
     from ..runs import write_trec_runs
     from ..score_tables import write_score_table
     from ..scoring import score_query_file
 
+    if args.candidates is not None or args.passages is not None or args.run_tag is not None:
+        return run_score_candidates(args)
+    if args.queries is None:
+        raise ValueError("score needs a labeled query file (or --candidates FILE.jsonl, which carries its labels)")
     check_rerank_depth(args)
     # score_query_file validates the query file against the corpus before any expensive work or any write.
     table, index, retrieved = score_query_file(
@@ -89,6 +122,55 @@ def run_score(args) -> None:
     if args.runs is not None:
         write_trec_runs(args.runs, table["id"], retrieved, config=config)
     print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals)")
+    print_slice_summary(table)
+
+
+def run_score_candidates(args) -> None:
+    """``ragcal score --candidates``: re-score exported candidates, write the table, say what was left out."""
+    from .._io import sha256_file
+    from ..benchmarks.candidates import read_candidates_jsonl
+    from ..benchmarks.trec import read_trec_candidates
+    from ..candidate_scoring import score_candidates
+    from ..runs import write_trec_runs
+    from ..score_tables import write_score_table
+
+    if args.candidates is None:
+        raise ValueError("--passages and --run-tag go with --candidates run.trec")
+    given = [option for dest, (option, default) in args.corpus_only.items() if getattr(args, dest) != default]
+    if given:
+        raise ValueError(
+            f"{', '.join(given)} cannot be used with --candidates: candidates are scored without an index of a corpus"
+        )
+    files = {"candidates": args.candidates}
+    if args.passages is not None:
+        if args.queries is None:
+            raise ValueError("a TREC run carries no question text or labels: give the labeled query CSV too")
+        candidates = read_trec_candidates(args.candidates, args.passages, queries=args.queries, tag=args.run_tag)
+        files.update(passages=args.passages, queries=args.queries)
+    else:
+        if args.run_tag is not None or args.queries is not None:
+            raise ValueError(
+                "--candidates without --passages reads a candidates JSONL, which carries its own labels and scores: "
+                "drop the query file and --run-tag, or give the run's --passages"
+            )
+        candidates = read_candidates_jsonl(args.candidates)
+    scores = score_candidates(candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache)
+    config = {**scores.config, "run_tag": args.run_tag}
+    config.update({name: str(path) for name, path in files.items()})
+    config.update({f"{name}_sha256": sha256_file(path) for name, path in files.items()})
+    table = scores.table
+    write_score_table(args.out, table, config=config)
+    if args.runs is not None:
+        write_trec_runs(args.runs, table["id"], scores.retrieved, config=config)
+    signals = list(table.columns[4:])
+    print(
+        f"wrote {args.out} ({len(table)} queries, {len(signals)} signals) from {config['n_pool_passages']:,} candidate "
+        f"passages, at most {config['candidate_depth']} per question"
+    )
+    print(f"computed: {', '.join(signals)}")
+    print("corpus-level statistics (BM25 IDF, dense centroids) are those of the candidate pool, not of your corpus")
+    for name, reason in scores.left_out.items():
+        print(f"left out {name}: {reason}")
     print_slice_summary(table)
 
 

@@ -31,17 +31,22 @@ The package, one module per part:
   evaluate signals on one query or a batch;
 - :mod:`~ragcal.signals.builtin`: the built-in signals (top scores,
   :data:`NEW_SIGNALS`);
+- :mod:`~ragcal.signals.run`: the signals of a user's own run of scored
+  candidates (``run_top1``, ``run_gap``, ...), present only where ``run``
+  results are (:data:`RUN_SIGNALS`);
 - :mod:`~ragcal.signals.qpp`: the query-performance predictors
   (:data:`QPP_SIGNALS`).
 
 Importing :mod:`ragcal.signals` (or any of its modules, which imports the
-package first) registers the built-in signals, then the predictors: that
+package first) registers the built-in signals, then the run signals, then the
+predictors: that
 order is the column order of score tables. The registry itself imports
 neither.
 """
 
 from .batch import CorpusBatch, ResultBatch
 from .builtin import NEW_SIGNALS  # registers the built-in signals
+from .run import RUN_SIGNALS  # then the signals of a user's own run
 from .qpp import QPP_SIGNALS  # then the predictors
 from .registry import (
     SIGNALS,
@@ -62,6 +67,7 @@ __all__ = [
     "SIGNALS",
     "NEW_SIGNALS",
     "QPP_SIGNALS",
+    "RUN_SIGNALS",
     "ResultBatch",
     "CorpusBatch",
     "register_signal",
