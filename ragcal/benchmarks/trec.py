@@ -226,7 +226,8 @@ def read_trec_candidates(run_path, passages_path, *, queries=None, tag: str | No
         )
     labels = load_queries(queries)
     run = read_trec_lines(run_path, tag=tag)
-    unknown = [qid for qid in run if qid not in set(labels["id"])]
+    known = set(labels["id"])
+    unknown = [qid for qid in run if qid not in known]
     if unknown:
         raise CandidateFileError(
             f"{run_path}: {len(unknown)} question id(s) not in the query file {queries}: {_listing(unknown)}"
