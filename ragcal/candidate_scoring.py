@@ -86,7 +86,9 @@ def candidate_queries(candidates: CandidateSet) -> pd.DataFrame:
     """
     unlabeled = [question.id for question in candidates.questions if question.answerable is None]
     if unlabeled:
-        shown = ", ".join(map(repr, unlabeled[:10])) + (f" and {len(unlabeled) - 10} more" if len(unlabeled) > 10 else "")
+        shown = ", ".join(map(repr, unlabeled[:10])) + (
+            f" and {len(unlabeled) - 10} more" if len(unlabeled) > 10 else ""
+        )
         raise ValueError(f"{candidates.source}: {len(unlabeled)} question(s) carry no 'answerable' label: {shown}")
     return pd.DataFrame(
         {

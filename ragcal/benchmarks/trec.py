@@ -252,7 +252,9 @@ def read_trec_candidates(run_path, passages_path, *, queries=None, tag: str | No
         ranked = run.get(row.id, [])
         ids = tuple(docid for _, _, docid, _ in ranked)
         gold = {entry if entry in passages else page_owner[entry] for entry in row.gold}
-        answers = tuple(passage_id in gold for passage_id in ids) if (gold or not row.answerable) else (None,) * len(ids)
+        answers = (
+            tuple(passage_id in gold for passage_id in ids) if (gold or not row.answerable) else (None,) * len(ids)
+        )
         questions.append(
             CandidateQuestion(
                 id=row.id,

@@ -75,12 +75,13 @@ def add_candidate_options(score) -> None:
         "the pool of candidates, plus your scores as run_* signals",
     )
     score.add_argument(
-        "--passages", type=Path, default=None, metavar="FILE", help="the run's passages, BEIR corpus.jsonl (_id, title, text)"
+        "--passages", type=Path, default=None, metavar="FILE", help="the run's passages: BEIR corpus.jsonl"
     )
     score.add_argument("--run-tag", default=None, metavar="TAG", help="the run to read from a TREC file with several")
     excluded = ("corpus", "chunker", "max_tokens", "window", "no_includes", "exclude", "dense_index")
     excluded += ("reranker", "rerank_depth", "access", "access_map", "default_access")
-    score.set_defaults(corpus_only={dest: ("--" + dest.replace("_", "-"), score.get_default(dest)) for dest in excluded})
+    options = {dest: ("--" + dest.replace("_", "-"), score.get_default(dest)) for dest in excluded}
+    score.set_defaults(corpus_only=options)
 
 
 def run_score(args) -> None:

@@ -228,6 +228,13 @@ class CandidateDenseRetriever(DenseRetriever):
         pool = candidate_pool(candidates)
         return cls(pool, embedder.encode(list(pool.texts)), embedder=embedder, name=name)
 
+    def encode_queries(self, queries) -> np.ndarray:
+        """Embed query strings; the last batch is kept, since :func:`retrieve_with` asks again for the diagnostics."""
+        queries = tuple(str(query) for query in queries)
+        if getattr(self, "_last_queries", None) != queries:
+            self._last_queries, self._last_vectors = queries, super().encode_queries(queries)
+        return self._last_vectors
+
     def subset(self, positions):
         raise ValueError("a candidate retriever has no access views; build it on the candidates the caller may see")
 
@@ -307,9 +314,13 @@ class CandidateRunRetriever:
     """
 
     def __init__(self, pool: CandidatePool, *, name: str = "run"):
-        missing = [position for position, scores in enumerate(pool.scores) if scores is None and len(pool.positions[position])]
+        missing = [
+            position for position, scores in enumerate(pool.scores) if scores is None and len(pool.positions[position])
+        ]
         if missing:
-            raise ValueError(f"{pool.source}: {len(missing)} question(s) with candidates but no scores; no run to score")
+            raise ValueError(
+                f"{pool.source}: {len(missing)} question(s) with candidates but no scores; no run to score"
+            )
         self.pool = pool
         self.name = name
         self.chunk_ids = list(pool.chunk_ids)

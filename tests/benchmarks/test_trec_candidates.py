@@ -89,8 +89,11 @@ def test_a_docid_missing_from_the_passages_file_is_listed(tmp_path, files):
 
 def test_scores_that_increase_down_the_ranking_are_refused_as_distances(tmp_path):
     run = write(tmp_path / "distances.trec", "q1 Q0 p1 1 0.10 pg\nq1 Q0 p2 2 0.35 pg\n")
-    with pytest.raises(CandidateFileError, match=r"distances.trec, line 2: the scores of question 'q1' increase.*"
-                       r"similarity = 1 - cosine distance"):
+    with pytest.raises(
+        CandidateFileError,
+        match=r"distances.trec, line 2: the scores of question 'q1' increase.*"
+        r"similarity = 1 - cosine distance",
+    ):
         read_trec_lines(run)
 
 

@@ -46,7 +46,9 @@ def test_score_a_trec_run_with_its_passages(tmp_path, files, embedder, capsys):
     assert "left out rerank_top1: needs a cross-encoder reranker's scores" in printed
     assert "dense_top1 by slice:" in printed
     provenance = read_provenance(out)
-    assert provenance["candidates_sha256"] == sha256_file(run) and provenance["passages_sha256"] == sha256_file(passages)
+    assert provenance["candidates_sha256"] == sha256_file(run) and provenance["passages_sha256"] == sha256_file(
+        passages
+    )
     assert provenance["queries_sha256"] == sha256_file(queries) and provenance["candidate_depth"] == 2
     assert provenance["model_fingerprint"].startswith("sentence-transformers/all-MiniLM-L6-v2@")
     assert (tmp_path / "runs" / "run.run").read_text().splitlines()[0] == "q1 Q0 p1.md#0 1 12.5 run"
@@ -54,11 +56,22 @@ def test_score_a_trec_run_with_its_passages(tmp_path, files, embedder, capsys):
 
 def test_score_a_candidates_jsonl_alone(tmp_path, embedder, capsys):
     lines = [
-        {"id": "a", "query": "Why do cats purr?", "answerable": True, "passages": [
-            {"id": "p1", "title": "Cats", "text": "Cats purr when they are content."},
-            {"id": "p2", "text": "Dogs bark at strangers."}]},
-        {"id": "b", "query": "Who won the 1950 final?", "answerable": False, "slice": "unrelated", "passages": [
-            {"id": "p2", "text": "Dogs bark at strangers."}]},
+        {
+            "id": "a",
+            "query": "Why do cats purr?",
+            "answerable": True,
+            "passages": [
+                {"id": "p1", "title": "Cats", "text": "Cats purr when they are content."},
+                {"id": "p2", "text": "Dogs bark at strangers."},
+            ],
+        },
+        {
+            "id": "b",
+            "query": "Who won the 1950 final?",
+            "answerable": False,
+            "slice": "unrelated",
+            "passages": [{"id": "p2", "text": "Dogs bark at strangers."}],
+        },
     ]
     path = write(tmp_path / "candidates.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
     out = tmp_path / "scores.csv"
@@ -81,7 +94,9 @@ def test_score_a_candidates_jsonl_alone(tmp_path, embedder, capsys):
 def test_options_that_need_a_corpus_or_a_wrong_tag_exit_2_and_write_nothing(tmp_path, files, extra, expected, capsys):
     queries, run, passages = files
     out = tmp_path / "out" / "scores.csv"
-    code = main(["score", str(queries), "--candidates", str(run), "--passages", str(passages), "--out", str(out), *extra])
+    code = main(
+        ["score", str(queries), "--candidates", str(run), "--passages", str(passages), "--out", str(out), *extra]
+    )
     assert code == 2 and expected in capsys.readouterr().err
     assert not out.parent.exists()
 
@@ -91,14 +106,25 @@ def test_bad_candidate_input_exits_2_and_writes_nothing(tmp_path, files, capsys)
     out = tmp_path / "out" / "scores.csv"
     unknown = write(tmp_path / "unknown.trec", RUN + "q9 Q0 p1 1 1.0 mysys\n")
     cases = [
-        (["score", str(queries), "--candidates", str(unknown), "--passages", str(passages)],
-         "unknown.trec: 1 question id(s) not in the query file"),
+        (
+            ["score", str(queries), "--candidates", str(unknown), "--passages", str(passages)],
+            "unknown.trec: 1 question id(s) not in the query file",
+        ),
         (["score", "--candidates", str(run), "--passages", str(passages)], "a TREC run carries no question text"),
         (["score", str(queries), "--candidates", str(tmp_path / "c.jsonl")], "drop the query file"),
         (["score", "--passages", str(passages)], "--passages and --run-tag go with --candidates"),
         (["score"], "score needs a labeled query file"),
-        (["score", str(queries), "--candidates", str(write(tmp_path / "bad.trec", "q1 Q0 p1 1 x mysys\n")),
-          "--passages", str(passages)], "bad.trec, line 1, field 'score': expected a finite number, got 'x'"),
+        (
+            [
+                "score",
+                str(queries),
+                "--candidates",
+                str(write(tmp_path / "bad.trec", "q1 Q0 p1 1 x mysys\n")),
+                "--passages",
+                str(passages),
+            ],
+            "bad.trec, line 1, field 'score': expected a finite number, got 'x'",
+        ),
     ]
     for arguments, expected in cases:
         assert main([*arguments, "--out", str(out)]) == 2

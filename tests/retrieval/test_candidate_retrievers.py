@@ -24,10 +24,20 @@ P1 = {"id": "p1", "title": "Cats", "text": "Cats purr when they are content and 
 P2 = {"id": "p2", "title": "Dogs", "text": "Dogs bark at strangers and dogs fetch sticks."}
 P3 = {"id": "p3", "title": "", "text": "The Eiffel Tower stands in Paris, and cats nap near it."}
 QUESTIONS = [
-    {"id": "q1", "query": "Why do cats purr?", "answerable": True, "passages": [{**P1, "score": 12.5}, {**P2, "score": 10.0}]},
+    {
+        "id": "q1",
+        "query": "Why do cats purr?",
+        "answerable": True,
+        "passages": [{**P1, "score": 12.5}, {**P2, "score": 10.0}],
+    },
     {"id": "q2", "query": "Where is the Eiffel Tower?", "answerable": True, "passages": [{**P3, "score": 3.0}]},
-    {"id": "q3", "query": "Who won the 1950 final?", "answerable": False, "slice": "unrelated",
-     "passages": [{**P2, "score": 0.4}, {**P3, "score": 0.4}, {**P1, "score": 0.1}]},
+    {
+        "id": "q3",
+        "query": "Who won the 1950 final?",
+        "answerable": False,
+        "slice": "unrelated",
+        "passages": [{**P2, "score": 0.4}, {**P3, "score": 0.4}, {**P1, "score": 0.1}],
+    },
 ]
 
 
@@ -64,8 +74,11 @@ def test_bm25_scores_the_candidates_with_the_pool_as_the_collection(scored):
         for position, question in enumerate(QUESTIONS):
             tokens = tokenize(question["query"], variant=variant)
             every = dict(zip(("p1", "p2", "p3"), reference.get_scores(tokens)))
-            matched = [p["id"] for p in question["passages"] if set(tokens) & set(tokenize(passage_text(
-                type("P", (), p)), variant=variant))]
+            matched = [
+                p["id"]
+                for p in question["passages"]
+                if set(tokens) & set(tokenize(passage_text(type("P", (), p)), variant=variant))
+            ]
             expected = sorted(((every[p], p) for p in matched), key=lambda pair: -pair[0])
             result = scored.retrieved[f"bm25_{variant}"][position]
             assert [page_of(chunk) for chunk in result.chunk_ids] == [f"{p}.md" for _, p in expected]
@@ -103,7 +116,9 @@ def test_every_signal_the_candidates_can_feed_is_computed_and_the_rest_said_why(
 
 
 def test_without_the_systems_scores_the_run_signals_are_left_out(tmp_path, embedder):
-    unscored = [{**q, "passages": [{k: v for k, v in p.items() if k != "score"} for p in q["passages"]]} for q in QUESTIONS]
+    unscored = [
+        {**q, "passages": [{k: v for k, v in p.items() if k != "score"} for p in q["passages"]]} for q in QUESTIONS
+    ]
     result = score_candidates(read_candidates_jsonl(candidates_file(tmp_path, unscored)), embedder=embedder)
     assert not any(column.startswith("run_") for column in result.table.columns)
     assert "do not carry" in result.left_out["run_top1"] and "run" not in result.retrieved
@@ -111,8 +126,9 @@ def test_without_the_systems_scores_the_run_signals_are_left_out(tmp_path, embed
         "needs results of the retriever 'rrf', which re-scoring candidates does not produce"
     )
     with pytest.raises(ValueError, match=r"signal 'run_top1' cannot be computed from these candidates: it needs the "):
-        score_candidates(read_candidates_jsonl(candidates_file(tmp_path, unscored)), embedder=embedder,
-                         signals=["run_top1"])
+        score_candidates(
+            read_candidates_jsonl(candidates_file(tmp_path, unscored)), embedder=embedder, signals=["run_top1"]
+        )
 
 
 def test_the_retriever_protocol_gives_the_same_table(candidates, scored, embedder):
@@ -183,7 +199,9 @@ def test_ragcals_own_dense_run_fed_back_gives_the_same_top_scores(tmp_path, embe
     write(tmp_path / "dense.trec", "\n".join(lines) + "\n")
     passages = [{"_id": chunk.doc_path, "title": "", "text": chunk.text} for chunk in index.chunks]
     write(tmp_path / "passages.jsonl", "".join(json.dumps(passage) + "\n" for passage in passages))
-    candidates = read_trec_candidates(tmp_path / "dense.trec", tmp_path / "passages.jsonl", queries=tmp_path / "queries.csv")
+    candidates = read_trec_candidates(
+        tmp_path / "dense.trec", tmp_path / "passages.jsonl", queries=tmp_path / "queries.csv"
+    )
     fed_back = score_candidates(candidates, embedder=embedder).table
     own = score_table(queries, retrieved)
     for signal in ("dense_top1", "dense_gap", "dense_top2"):
