@@ -5,7 +5,14 @@
   consumes.
 """
 
-from .candidates import CandidateFileError, CandidateQuestion, CandidateSet, Passage, passage_pages, read_candidates_jsonl
+from .candidates import (
+    CandidateFileError,
+    CandidateQuestion,
+    CandidateSet,
+    Passage,
+    passage_pages,
+    read_candidates_jsonl,
+)
 
 __all__ = [
     "Passage",
