@@ -280,7 +280,7 @@ def _check_names(names, source: str) -> None:
 def _check_directions(directions, function: str) -> dict:
     directions = dict(directions or {})
     for name, direction in directions.items():
-        check_choice(direction, f"directions[{name!r}]", function, DIRECTIONS)
+        check_choice(direction, f"directions[{name}]", function, DIRECTIONS)
     return directions
 
 

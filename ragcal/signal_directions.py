@@ -94,7 +94,7 @@ def decide_directions(table: pd.DataFrame, names, *, declared: Mapping | None = 
     labels = None
     for name in names:
         if name in declared:
-            check_choice(declared[name], f"declared[{name!r}]", "decide_directions", DIRECTIONS)
+            check_choice(declared[name], f"declared[{name}]", "decide_directions", DIRECTIONS)
             decided[name] = SignalDirection(declared[name] == "higher", "declared")
             continue
         if labels is None:
@@ -146,7 +146,7 @@ def signal_direction(name: str, provenance: Mapping | None = None) -> SignalDire
 
     recorded = dict((provenance or {}).get("directions") or {})
     if name in recorded:
-        check_choice(recorded[name], f"directions[{name!r}]", "signal_direction", DIRECTIONS)
+        check_choice(recorded[name], f"directions[{name}]", "signal_direction", DIRECTIONS)
     if name in SIGNALS:
         higher = SIGNALS[name].higher_is_answerable
         if name in recorded and (recorded[name] == "higher") != higher:

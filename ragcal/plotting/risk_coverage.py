@@ -82,7 +82,7 @@ class RiskCoverageDisplay:
         return cls(drawn, aurc, points.reset_index(drop=True))
 
     def plot(self, ax=None, *, name=None, **kwargs) -> "RiskCoverageDisplay":
-        """Draw the curves (steps), binary signals (markers) and the gates (points with 2.5th to 97.5th percentile bars)."""
+        """Draw the curves (steps), binary signals (markers) and gates (points with 2.5th-97.5th percentile bars)."""
         with figure_style():
             ax = _new_axes(ax, size=(6.4, 4.2))
             self.lines_, self.points_, self.operating_points_ = {}, {}, {}
