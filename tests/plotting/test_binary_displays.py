@@ -4,11 +4,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from ragcal.plotting import RiskCoverageDisplay, RocDisplay  # noqa: E402
+from ragcal.plotting import RiskCoverageDisplay, RocDisplay
 
 
 def table():
