@@ -5,6 +5,7 @@ it returns. One module per command group:
 
 - :mod:`ragcal.cli.scores`: ``score``, ``chunks``, ``evaluate``;
 - :mod:`ragcal.cli.calibrate`: ``calibrate`` (any score table, no corpus);
+- :mod:`ragcal.cli.join`: ``join`` (logged signals into a score table by id; ``score --extra-signals``);
 - :mod:`ragcal.cli.chunking`: ``sweep-chunking``;
 - :mod:`ragcal.cli.gates`: ``fit-gate``, ``ask``;
 - :mod:`ragcal.cli.serve`: ``serve`` (HTTP, the optional ``serve`` extra);
@@ -25,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, chunking, gates, monitor, review, scores, serve
+from . import calibrate, chunking, gates, join, monitor, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (scores, calibrate, chunking, gates, serve, monitor, review, study_commands):
+    for group in (scores, calibrate, join, chunking, gates, serve, monitor, review, study_commands):
         group.add_parsers(commands)
     return parser
 

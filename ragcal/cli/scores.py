@@ -17,6 +17,7 @@ from ._options import (
     print_slice_summary,
     report_visibility,
 )
+from .join import add_extra_signals_options, apply_extra_signals, read_extra_signals
 
 
 def add_parsers(commands) -> None:
@@ -28,6 +29,7 @@ def add_parsers(commands) -> None:
     add_rerank_options(score)
     add_access_options(score)
     add_signals_module(score)
+    add_extra_signals_options(score)
     score.set_defaults(run=run_score)
 
     chunks = commands.add_parser(
@@ -60,6 +62,7 @@ def run_score(args) -> None:
     from ..scoring import score_query_file
 
     check_rerank_depth(args)
+    logged = read_extra_signals(args)  # a bad --extra-signals file fails before the index is built
     # score_query_file validates the query file against the corpus before any expensive work or any write.
     table, index, retrieved = score_query_file(
         args.queries,
@@ -85,6 +88,7 @@ def run_score(args) -> None:
             file=sys.stderr,
         )
     config = {**index.config, "queries": str(args.queries)}
+    table, config = apply_extra_signals(table, config, logged, args)
     write_score_table(args.out, table, config=config)
     if args.runs is not None:
         write_trec_runs(args.runs, table["id"], retrieved, config=config)
