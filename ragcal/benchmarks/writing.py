@@ -164,8 +164,9 @@ class BenchmarkWriter:
             shutil.rmtree(self.temporary, ignore_errors=True)
             return
         try:
-            if not self.question_ids:
-                raise ValueError(f"{self.out}: nothing to import, the source holds no questions")
+            if not self.pages or not self.question_ids:
+                missing = "passages" if not self.pages else "questions"
+                raise ValueError(f"{self.out}: nothing to import, the source holds no {missing}")
             self._move_into_place()
         except BaseException:
             shutil.rmtree(self.temporary, ignore_errors=True)
