@@ -11,7 +11,14 @@
 - :mod:`~ragcal.benchmarks.writing`: the folder they write, whole or not at all.
 """
 
-from .candidates import CandidateFileError, CandidateQuestion, CandidateSet, Passage, passage_pages, read_candidates_jsonl
+from .candidates import (
+    CandidateFileError,
+    CandidateQuestion,
+    CandidateSet,
+    Passage,
+    passage_pages,
+    read_candidates_jsonl,
+)
 from .importing import BENCHMARK_FORMATS, BenchmarkFormat, import_benchmark
 from .writing import BenchmarkFileError, BenchmarkWriter, ImportSummary
 

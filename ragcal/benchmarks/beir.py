@@ -79,8 +79,9 @@ def write_beir(
 
     Raises
     ------
-    BenchmarkFileError
-        Naming the file, the line and the field: a missing file, invalid JSON,
+    CandidateFileError
+        Naming the file, the line and the field (a :class:`BenchmarkFileError`
+        unless a JSON line itself is unreadable): a missing file, invalid JSON,
         a missing field, a duplicate document or query id, a qrels line that
         is not three tab-separated fields or whose score is not a number, a
         judgement given twice, or a qrels line naming an unknown query or
@@ -112,8 +113,12 @@ def write_beir(
         document_id = text_field(record, "_id", where)
         if document_id not in pages:
             raise BenchmarkFileError(f"{where}: document {document_id!r} was not in the file when first read")
-        writer.add_page(pages[document_id], text_field(record, "title", where, required=False),
-                        document_text(record, where), page_id=document_id)
+        writer.add_page(
+            pages[document_id],
+            text_field(record, "title", where, required=False),
+            document_text(record, where),
+            page_id=document_id,
+        )
     left_out = 0
     for query_id, text in query_texts.items():
         judged = query_id in relevant
@@ -126,8 +131,8 @@ def write_beir(
         )
     notes = [f"split {split!r}, queries {queries!r}"]
     if left_out:
-        reason = "the split's qrels do not name" if queries == "qrels" else "only other splits' qrels name"
-        notes.append(f"left out {left_out} queries of queries.jsonl that {reason}")
+        reason = "the split's qrels do not name them" if queries == "qrels" else "only other splits' qrels name them"
+        notes.append(f"{left_out} of the {len(query_texts)} queries in queries.jsonl left out: {reason}")
     return tuple(notes)
 
 
@@ -222,7 +227,9 @@ def read_qrels(path: Path, query_texts, pages) -> dict[str, list[str]]:
         if query_id not in query_texts:
             raise BenchmarkFileError(f"{where}, field 'query-id': unknown query {query_id!r} (not in queries.jsonl)")
         if document_id not in pages:
-            raise BenchmarkFileError(f"{where}, field 'corpus-id': unknown document {document_id!r} (not in corpus.jsonl)")
+            raise BenchmarkFileError(
+                f"{where}, field 'corpus-id': unknown document {document_id!r} (not in corpus.jsonl)"
+            )
         try:
             score = float(score_text)
         except ValueError:

@@ -1,4 +1,4 @@
-"""``import_benchmark``: a public benchmark or a candidates JSONL, written as a Markdown folder and a labeled query file.
+"""``import_benchmark``: a public benchmark or a candidates JSONL, written as Markdown pages and a query file.
 
 The formats live in one registry, :data:`BENCHMARK_FORMATS`; the command
 line's choices, its per-format options and every error message are taken
@@ -60,7 +60,9 @@ BENCHMARK_FORMATS = {
     benchmark_format.name: benchmark_format
     for benchmark_format in (
         BenchmarkFormat("squad2", "the official SQuAD 2.0 JSON file", write_squad2, SQUAD2_OPTIONS),
-        BenchmarkFormat("beir", "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", write_beir, BEIR_OPTIONS),
+        BenchmarkFormat(
+            "beir", "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)", write_beir, BEIR_OPTIONS
+        ),
         BenchmarkFormat("candidates", "a candidates JSONL, one question with its passages a line", write_candidates),
     )
 }
@@ -102,9 +104,18 @@ def import_benchmark(format: str, source, out, *, overwrite: bool = False, **opt
 
     Examples
     --------
-    >>> summary = import_benchmark("squad2", "dev-v2.0.json", "squad2-dev", articles="Normans")  # doctest: +SKIP
-    >>> summary.pages, summary.questions  # doctest: +SKIP
-    (39, 208)
+    >>> import json, pathlib, tempfile
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> question = {"id": "q1", "query": "Where is the Louvre?", "answerable": True,
+    ...             "passages": [{"id": "louvre", "title": "Louvre", "text": "The Louvre is in Paris.", "answers": True}]}
+    >>> _ = (folder / "run.jsonl").write_text(json.dumps(question) + "\\n")
+    >>> summary = import_benchmark("candidates", folder / "run.jsonl", folder / "bench")
+    >>> summary.pages, summary.questions, (folder / "bench" / "queries.csv").read_text().splitlines()[1]
+    (1, 1, 'q1,Where is the Louvre?,true,answerable,louvre.md,')
+
+    SQuAD 2.0, two of its articles (``--articles`` on the command line):
+
+    >>> import_benchmark("squad2", "dev-v2.0.json", "squad2-dev", articles="Normans,Huguenot")  # doctest: +SKIP
     """
     benchmark_format = BENCHMARK_FORMATS[check_choice(format, "format", "import_benchmark", BENCHMARK_FORMATS)]
     unknown = [name for name in options if name not in benchmark_format.options]

@@ -153,7 +153,11 @@ def check_object(source: Path, value, where: str) -> None:
 def list_field(source: Path, record: dict, name: str, where: str) -> list:
     value = record.get(name)
     if not isinstance(value, list):
-        found = f"missing field {name!r}" if value is None else f"field {name!r}: expected a list, got {json.dumps(value)[:60]}"
+        found = (
+            f"missing field {name!r}"
+            if value is None
+            else f"field {name!r}: expected a list, got {json.dumps(value)[:60]}"
+        )
         raise BenchmarkFileError(f"{source}: {where}: {found}")
     return value
 
@@ -167,7 +171,8 @@ def article_titles(source: Path, data: list) -> list[str]:
         title = text_field(article, "title", f"{source}: {where}")
         if title in positions:
             raise BenchmarkFileError(
-                f"{source}: {where}, field 'title': duplicate article title {title!r} (first at data[{positions[title]}])"
+                f"{source}: {where}, field 'title': duplicate article title {title!r} "
+                f"(first at data[{positions[title]}])"
             )
         positions[title] = position
         titles.append(title)

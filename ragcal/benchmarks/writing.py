@@ -32,18 +32,25 @@ from pathlib import Path
 from .._io import _current_umask
 from .candidates import CandidateFileError
 
-__all__ = ["BenchmarkFileError", "BenchmarkWriter", "ImportSummary", "QUERY_FILE_COLUMNS", "page_markdown", "text_field"]
+__all__ = [
+    "BenchmarkFileError",
+    "BenchmarkWriter",
+    "ImportSummary",
+    "QUERY_FILE_COLUMNS",
+    "page_markdown",
+    "text_field",
+]
 
 #: The header of an imported ``queries.csv``: ragcal's labeled columns, then ``group``.
 QUERY_FILE_COLUMNS = ("id", "query", "answerable", "slice", "gold", "group")
 
 
 class BenchmarkFileError(CandidateFileError):
-    """A benchmark file (SQuAD JSON, BEIR folder) that cannot be imported; the message names the file, where in it, and the field."""
+    """A benchmark file (SQuAD JSON, BEIR folder) that cannot be imported; the message names file, place and field."""
 
 
 def text_field(record, name: str, where: str, *, required: bool = True) -> str:
-    """``record[name]`` as stripped text (a JSON string, or an integer id), with an error naming ``where`` and the field.
+    """``record[name]`` as stripped text (a JSON string or an integer id); errors name ``where`` and the field.
 
     A missing or empty required field is an error; a missing optional one is ``""``.
     """
@@ -61,7 +68,15 @@ def text_field(record, name: str, where: str, *, required: bool = True) -> str:
 
 
 def page_markdown(title: str, text: str, *, page_id: str) -> str:
-    """One page: ``# <title>`` (``page_id`` when the title is empty; whitespace runs made one space), a blank line, the text."""
+    """One page: ``# <title>`` (``page_id`` when the title is empty), a blank line, the text.
+
+    Whitespace runs in the heading (a title over several lines) become one space; the text is stripped.
+
+    Examples
+    --------
+    >>> page_markdown("", "  Some text. ", page_id="doc-7")
+    '# doc-7\\n\\nSome text.\\n'
+    """
     heading = " ".join(title.split()) or " ".join(page_id.split())
     text = text.strip()
     return f"# {heading}\n\n{text}\n" if text else f"# {heading}\n"
@@ -127,7 +142,7 @@ class BenchmarkWriter:
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "tiny"
     >>> with BenchmarkWriter(out) as writer:
     ...     writer.add_page("p1.md", "Paris", "Paris is the capital of France.", page_id="p1")
-    ...     writer.add_question("q1", "What is the capital of France?", answerable=True, slice="answerable", gold=["p1.md"])
+    ...     writer.add_question("q1", "Capital of France?", answerable=True, slice="answerable", gold=["p1.md"])
     ...     writer.add_question("q2", "What is the capital of Mars?", answerable=False, slice="unrelated")
     >>> (out / "corpus" / "p1.md").read_text()
     '# Paris\\n\\nParis is the capital of France.\\n'
@@ -154,7 +169,9 @@ class BenchmarkWriter:
         self.temporary = Path(tempfile.mkdtemp(dir=self.out.parent, prefix=f".{self.out.name}.", suffix=".tmp"))
         (self.temporary / "corpus").mkdir()
         self.query_stream = open(self.temporary / "queries.csv", "w", encoding="utf-8", newline="")
-        self.query_rows = csv.writer(self.query_stream)  # the csv module's own dialect: "\r\n" line ends, minimal quoting
+        self.query_rows = csv.writer(
+            self.query_stream
+        )  # the csv module's own dialect: "\r\n" line ends, minimal quoting
         self.query_rows.writerow(QUERY_FILE_COLUMNS)
         return self
 
@@ -194,7 +211,9 @@ class BenchmarkWriter:
         self.pages.add(page)
         self.folded_pages[folded] = page
 
-    def add_question(self, question_id: str, query: str, *, answerable: bool, slice: str, gold=(), group: str = "") -> None:
+    def add_question(
+        self, question_id: str, query: str, *, answerable: bool, slice: str, gold=(), group: str = ""
+    ) -> None:
         """Append one row to ``queries.csv``; every ``gold`` page must have been written already."""
         if question_id in self.question_ids:
             raise ValueError(f"question id {question_id!r} would be written twice")
@@ -204,9 +223,7 @@ class BenchmarkWriter:
         unknown = [page for page in gold if page not in self.pages]
         if unknown:
             raise ValueError(f"question {question_id!r}: gold page(s) {', '.join(unknown)} not written")
-        self.query_rows.writerow(
-            [question_id, query, "true" if answerable else "false", slice, ";".join(gold), group]
-        )
+        self.query_rows.writerow([question_id, query, "true" if answerable else "false", slice, ";".join(gold), group])
         self.question_ids.add(question_id)
         if answerable:
             self.answerable += 1

@@ -1,4 +1,4 @@
-"""``ragcal import-benchmark``: a public benchmark (SQuAD 2.0, BEIR) or a candidates JSONL as a Markdown folder and a query file."""
+"""``ragcal import-benchmark``: SQuAD 2.0, a BEIR folder or a candidates JSONL as Markdown pages and a query file."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def add_parsers(commands) -> None:
     parser.add_argument("format", choices=LazyChoices(format_names), metavar="FORMAT", help=LazyHelp(formats_help))
     parser.add_argument("source", type=Path, metavar="SOURCE", help="the benchmark file or folder")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write")
-    parser.add_argument("--force", action="store_true", help="replace an existing non-empty DIR (once the new one is complete)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an existing non-empty DIR (once the new one is complete)"
+    )
     parser.add_argument(
         "--articles",
         action="append",
@@ -81,9 +83,7 @@ def run_import_benchmark(args) -> None:
             for name_format, benchmark_format in BENCHMARK_FORMATS.items()
             for name in benchmark_format.options
         }
-        raise ValueError(
-            "; ".join(f"{flag} is an option of {owners[flag]}, not of {args.format}" for flag in foreign)
-        )
+        raise ValueError("; ".join(f"{flag} is an option of {owners[flag]}, not of {args.format}" for flag in foreign))
     summary = import_benchmark(args.format, args.source, args.out, overwrite=args.force, **options)
     for line in summary_lines(summary):
         print(line)

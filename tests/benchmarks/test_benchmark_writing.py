@@ -15,8 +15,10 @@ def write_tiny(out, **kwargs):
     with BenchmarkWriter(out, **kwargs) as writer:
         writer.add_page("a/one.md", "First page", "It rains in Paris.\n", page_id="one")
         writer.add_page("two.md", "", "Untitled text.", page_id="doc 2")
-        writer.add_question("q1", "Does it rain in Paris?", answerable=True, slice="answerable", gold=["a/one.md"], group="g1")
-        writer.add_question("q2", "Who, \"exactly\", wrote it?", answerable=False, slice="near-domain", group="g1")
+        writer.add_question(
+            "q1", "Does it rain in Paris?", answerable=True, slice="answerable", gold=["a/one.md"], group="g1"
+        )
+        writer.add_question("q2", 'Who, "exactly", wrote it?', answerable=False, slice="near-domain", group="g1")
         writer.add_question("q3", "Both?", answerable=True, slice="answerable", gold=["a/one.md", "two.md", "a/one.md"])
         writer.add_question("q4", "Nothing", answerable=True, slice="answerable")
     return writer
@@ -79,8 +81,14 @@ def test_an_error_inside_the_block_leaves_nothing(tmp_path):
         (lambda writer: writer.add_page("ONE.md", "Case", "x", page_id="one"), "written twice"),
         (lambda writer: writer.add_page("../up.md", "Up", "x", page_id="up"), "not a relative path"),
         (lambda writer: writer.add_page("notes.txt", "Text", "x", page_id="t"), "not a relative path"),
-        (lambda writer: writer.add_question("q", "Q?", answerable=True, slice="answerable", gold=["zz.md"]), "zz.md not written"),
-        (lambda writer: writer.add_question("q", "Q?", answerable=False, slice="near", gold=["one.md"]), "cannot have gold"),
+        (
+            lambda writer: writer.add_question("q", "Q?", answerable=True, slice="answerable", gold=["zz.md"]),
+            "zz.md not written",
+        ),
+        (
+            lambda writer: writer.add_question("q", "Q?", answerable=False, slice="near", gold=["one.md"]),
+            "cannot have gold",
+        ),
     ],
 )
 def test_writer_refuses_inconsistent_content(tmp_path, bad, message):
@@ -137,7 +145,9 @@ def test_parent_folders_are_created(tmp_path):
 def test_import_benchmark_checks_format_and_options(tmp_path):
     source = tmp_path / "c.jsonl"
     source.write_text('{"id": "q", "query": "Q?", "answerable": false, "passages": []}\n')
-    with pytest.raises(ValueError, match="'format' parameter of import_benchmark must be one of 'squad2', 'beir', 'candidates'"):
+    with pytest.raises(
+        ValueError, match="'format' parameter of import_benchmark must be one of 'squad2', 'beir', 'candidates'"
+    ):
         import_benchmark("squad", source, tmp_path / "out")
     with pytest.raises(ValueError, match="'articles' is not an option of format 'candidates', which takes no options"):
         import_benchmark("candidates", source, tmp_path / "out", articles="x")

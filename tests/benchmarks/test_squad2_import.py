@@ -28,11 +28,17 @@ TINY = {
         {
             "title": "Pole_vault",
             "paragraphs": [
-                {"context": " Pole vaulting is a track and field event. ", "qas": [
-                    question("a1", "What kind of event is pole vaulting? ", False),
-                    question("u1", " Who invented the pole?", True),
-                ]},
-                {"context": "Poles were once made of bamboo.", "qas": [question("a2", "What were poles made of?", False)]},
+                {
+                    "context": " Pole vaulting is a track and field event. ",
+                    "qas": [
+                        question("a1", "What kind of event is pole vaulting? ", False),
+                        question("u1", " Who invented the pole?", True),
+                    ],
+                },
+                {
+                    "context": "Poles were once made of bamboo.",
+                    "qas": [question("a2", "What were poles made of?", False)],
+                },
             ],
         },
         {
@@ -60,7 +66,9 @@ def test_tiny_file_pages_rows_and_groups(tmp_path):
     assert (corpus / "Pole_vault" / "p00.md").read_text(encoding="utf-8") == (
         "# Pole vault\n\nPole vaulting is a track and field event.\n"
     )
-    assert (corpus / "Pole_vault" / "p01.md").read_text(encoding="utf-8") == "# Pole vault\n\nPoles were once made of bamboo.\n"
+    assert (corpus / "Pole_vault" / "p01.md").read_text(
+        encoding="utf-8"
+    ) == "# Pole vault\n\nPoles were once made of bamboo.\n"
     assert (corpus / "Tea" / "p00.md").read_text(encoding="utf-8") == "# Tea\n\nTea is a drink.\n"
     assert read_rows(tmp_path / "out" / "queries.csv") == [
         ["id", "query", "answerable", "slice", "gold", "group"],
@@ -70,12 +78,19 @@ def test_tiny_file_pages_rows_and_groups(tmp_path):
         ["u2", "Who drank the first tea?", "false", "near-domain", "", "Tea"],
     ]
     assert (summary.pages, summary.questions, summary.answerable, summary.unanswerable, summary.groups) == (
-        3, 4, 2, (("near-domain", 2),), 2,
+        3,
+        4,
+        2,
+        (("near-domain", 2),),
+        2,
     )
     documents = load_corpus(corpus)
     queries = load_queries(tmp_path / "out" / "queries.csv", corpus_paths={document.path for document in documents})
     assert dict(zip(queries["id"], queries["gold"])) == {
-        "a1": ("Pole_vault/p00.md",), "u1": (), "a2": ("Pole_vault/p01.md",), "u2": (),
+        "a1": ("Pole_vault/p00.md",),
+        "u1": (),
+        "a2": ("Pole_vault/p01.md",),
+        "u2": (),
     }
 
 
@@ -88,7 +103,12 @@ def test_page_names_widen_past_99_paragraphs_and_unsafe_titles_are_cleaned(tmp_p
     assert sorted(os.listdir(folder))[:2] == ["p000.md", "p001.md"] and len(os.listdir(folder)) == 101
     assert (folder / "p100.md").read_text(encoding="utf-8") == "# AC/DC: songs?\n\nParagraph 100.\n"
     assert read_rows(tmp_path / "out" / "queries.csv")[1] == [
-        "last", "Which is last?", "true", "answerable", "AC_DC_songs/p100.md", "AC/DC: songs?",
+        "last",
+        "Which is last?",
+        "true",
+        "answerable",
+        "AC_DC_songs/p100.md",
+        "AC/DC: songs?",
     ]
 
 
@@ -113,7 +133,9 @@ def test_articles_accept_spaces_commas_and_repeats_and_keep_file_order(tmp_path)
 
 def test_unknown_article_lists_the_known_ones_and_leaves_nothing(tmp_path):
     source = write_json(tmp_path, TINY)
-    with pytest.raises(BenchmarkFileError, match=r"unknown article\(s\) 'Coffee'; the file's articles are Pole_vault, Tea"):
+    with pytest.raises(
+        BenchmarkFileError, match=r"unknown article\(s\) 'Coffee'; the file's articles are Pole_vault, Tea"
+    ):
         import_benchmark("squad2", source, tmp_path / "out", articles="Tea,Coffee")
     with pytest.raises(BenchmarkFileError, match="no article selected"):
         import_benchmark("squad2", source, tmp_path / "out", articles=",")
@@ -132,16 +154,38 @@ def broken(path_and_change):
         (lambda d: d.pop("data"), r"field 'data': expected a list of articles, missing"),
         (lambda d: d.update(data={"x": 1}), r"field 'data': expected a list of articles, got"),
         (lambda d: d["data"][1].pop("title"), r"data\[1\]: missing field 'title'"),
-        (lambda d: d["data"].append({"title": "Tea", "paragraphs": []}), r"data\[2\], field 'title': duplicate article title 'Tea' \(first at data\[1\]\)"),
+        (
+            lambda d: d["data"].append({"title": "Tea", "paragraphs": []}),
+            r"data\[2\], field 'title': duplicate article title 'Tea' \(first at data\[1\]\)",
+        ),
         (lambda d: d["data"][0].pop("paragraphs"), r"data\[0\]: missing field 'paragraphs'"),
         (lambda d: d["data"][0]["paragraphs"].append("text"), r"data\[0\]\.paragraphs\[2\]: expected a JSON object"),
-        (lambda d: d["data"][0]["paragraphs"][1].update(context="  "), r"data\[0\]\.paragraphs\[1\], field 'context': empty"),
+        (
+            lambda d: d["data"][0]["paragraphs"][1].update(context="  "),
+            r"data\[0\]\.paragraphs\[1\], field 'context': empty",
+        ),
         (lambda d: d["data"][1]["paragraphs"][0].update(qas=None), r"data\[1\]\.paragraphs\[0\]: missing field 'qas'"),
-        (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].pop("question"), r"data\[0\]\.paragraphs\[0\]\.qas\[1\]: missing field 'question'"),
-        (lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(question=7.5), r"qas\[1\], field 'question': expected a string, got 7.5"),
-        (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("is_impossible"), r"qas\[0\]: missing field 'is_impossible'"),
-        (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(is_impossible="no"), r"qas\[0\], field 'is_impossible': expected true or false, got \"no\""),
-        (lambda d: d["data"][1]["paragraphs"][0]["qas"][0].update(id="a1"), r"data\[1\]\.paragraphs\[0\]\.qas\[0\], field 'id': duplicate question id 'a1' \(first at data\[0\]\.paragraphs\[0\]\.qas\[0\]\)"),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][1].pop("question"),
+            r"data\[0\]\.paragraphs\[0\]\.qas\[1\]: missing field 'question'",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][1].update(question=7.5),
+            r"qas\[1\], field 'question': expected a string, got 7.5",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0].pop("is_impossible"),
+            r"qas\[0\]: missing field 'is_impossible'",
+        ),
+        (
+            lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(is_impossible="no"),
+            r"qas\[0\], field 'is_impossible': expected true or false, got \"no\"",
+        ),
+        (
+            lambda d: d["data"][1]["paragraphs"][0]["qas"][0].update(id="a1"),
+            r"data\[1\]\.paragraphs\[0\]\.qas\[0\], field 'id': duplicate question id 'a1' "
+            r"\(first at data\[0\]\.paragraphs\[0\]\.qas\[0\]\)",
+        ),
     ],
 )
 def test_malformed_file_names_the_file_and_the_json_path(tmp_path, change, message):
@@ -169,7 +213,11 @@ def test_import_reproduces_the_shared_squad2_A_copy_byte_for_byte(tmp_path):
     """The shared folder was converted from the same JSON by hand; the importer writes exactly its files."""
     summary = import_benchmark("squad2", SHARED_SQUAD / "dev-v2.0-half-A.json", tmp_path / "out")
     assert (summary.pages, summary.questions, summary.answerable, summary.unanswerable, summary.groups) == (
-        301, 2828, 1299, (("near-domain", 1529),), 8,  # as SOURCE.md states
+        301,
+        2828,
+        1299,
+        (("near-domain", 1529),),
+        8,  # as SOURCE.md states
     )
     shared_pages = sorted(path.relative_to(SHARED_SQUAD / "corpus") for path in (SHARED_SQUAD / "corpus").rglob("*.md"))
     written_pages = sorted(path.relative_to(summary.corpus) for path in summary.corpus.rglob("*.md"))
