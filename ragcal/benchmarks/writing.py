@@ -155,8 +155,7 @@ class BenchmarkWriter:
         self.overwrite = bool(overwrite)
         refuse_existing(self.out, overwrite=self.overwrite)
         self.temporary: Path | None = None
-        self.pages: set[str] = set()
-        self.folded_pages: dict[str, str] = {}
+        self.pages: dict[str, str] = {}  # lower-cased page path -> page path
         self.question_ids: set[str] = set()
         self.answerable = 0
         self.answerable_without_gold = 0
@@ -167,11 +166,14 @@ class BenchmarkWriter:
     def __enter__(self) -> BenchmarkWriter:
         self.out.parent.mkdir(parents=True, exist_ok=True)
         self.temporary = Path(tempfile.mkdtemp(dir=self.out.parent, prefix=f".{self.out.name}.", suffix=".tmp"))
-        (self.temporary / "corpus").mkdir()
-        self.query_stream = open(self.temporary / "queries.csv", "w", encoding="utf-8", newline="")
-        self.query_rows = csv.writer(
-            self.query_stream
-        )  # the csv module's own dialect: "\r\n" line ends, minimal quoting
+        try:
+            (self.temporary / "corpus").mkdir()
+            self.query_stream = open(self.temporary / "queries.csv", "w", encoding="utf-8", newline="")  # noqa: SIM115
+        except BaseException:
+            shutil.rmtree(self.temporary, ignore_errors=True)
+            raise
+        # The csv module's own dialect: "\r\n" line ends, quotes only where needed.
+        self.query_rows = csv.writer(self.query_stream)
         self.query_rows.writerow(QUERY_FILE_COLUMNS)
         return self
 
@@ -198,8 +200,8 @@ class BenchmarkWriter:
         Windows).
         """
         folded = page.lower()
-        if folded in self.folded_pages:
-            raise ValueError(f"page {page!r} would be written twice (as {self.folded_pages[folded]!r} before)")
+        if folded in self.pages:
+            raise ValueError(f"page {page!r} would be written twice (as {self.pages[folded]!r} before)")
         parts = page.split("/")
         if not page.endswith(".md") or any(part in ("", ".", "..") for part in parts):
             raise ValueError(f"page {page!r} is not a relative path to a .md file")
@@ -208,8 +210,7 @@ class BenchmarkWriter:
             target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "w", encoding="utf-8", newline="") as stream:
             stream.write(page_markdown(title, text, page_id=page_id))
-        self.pages.add(page)
-        self.folded_pages[folded] = page
+        self.pages[folded] = page
 
     def add_question(
         self, question_id: str, query: str, *, answerable: bool, slice: str, gold=(), group: str = ""
@@ -220,7 +221,7 @@ class BenchmarkWriter:
         gold = tuple(dict.fromkeys(gold))
         if not answerable and gold:
             raise ValueError(f"question {question_id!r}: an unanswerable question cannot have gold pages")
-        unknown = [page for page in gold if page not in self.pages]
+        unknown = [page for page in gold if self.pages.get(page.lower()) != page]
         if unknown:
             raise ValueError(f"question {question_id!r}: gold page(s) {', '.join(unknown)} not written")
         self.query_rows.writerow([question_id, query, "true" if answerable else "false", slice, ";".join(gold), group])
