@@ -243,7 +243,9 @@ def read_candidates_jsonl(path, *, require_labels: bool = True) -> CandidateSet:
                 text=_text(item, "text", item_where),
             )
             if passage.id in ids:
-                raise CandidateFileError(f"{item_where}, field 'id': passage {passage.id!r} listed twice for this question")
+                raise CandidateFileError(
+                    f"{item_where}, field 'id': passage {passage.id!r} listed twice for this question"
+                )
             add_passage(passages, passage, item_where, first_seen)
             ids.append(passage.id)
             scores.append(_score(item, item_where))
@@ -256,7 +258,7 @@ def read_candidates_jsonl(path, *, require_labels: bool = True) -> CandidateSet:
                 "give every passage a score or none"
             )
         if answerable is False and any(answers):
-            raise CandidateFileError(f"{where}: an unanswerable question cannot have a passage with \"answers\": true")
+            raise CandidateFileError(f'{where}: an unanswerable question cannot have a passage with "answers": true')
         questions.append(
             CandidateQuestion(
                 id=question_id,

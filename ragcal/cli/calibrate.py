@@ -37,7 +37,8 @@ def add_parsers(commands) -> None:
     calibrate.add_argument(
         "--lower-is-answerable",
         action="store_true",
-        help="the signal is low for answerable queries (default: registry direction, else high)",
+        help="the signal is low for answerable queries (default: the registry's direction, else the one recorded in "
+        "the table's .meta.json by ragcal join, else high)",
     )
     calibrate.add_argument(
         "--heldout",
@@ -104,7 +105,8 @@ def run_calibrate(args) -> None:
     from ..calibration import calibrate, parse_rule, summarize_heldout
     from ..calibration.heldout import fallback_notes
     from ..metrics import DegenerateInputWarning
-    from ..score_tables import read_score_table
+    from ..score_tables import read_provenance, read_score_table
+    from ..signal_directions import signal_direction
     from ..signals import SIGNALS
 
     rules = args.rule or ["keep@1.0"]
@@ -112,12 +114,16 @@ def run_calibrate(args) -> None:
         parse_rule(rule)
     # CSV or Parquet, only the needed columns, through pyarrow: fine for millions of rows.
     table = read_score_table(args.scores, [args.signal])
-    higher = not args.lower_is_answerable
-    if not args.lower_is_answerable and args.signal in SIGNALS:
-        higher = SIGNALS[args.signal].higher_is_answerable
+    higher, decided_by = False, "--lower-is-answerable"
+    if not args.lower_is_answerable:
+        # A logged signal's direction is recorded in the table's .meta.json (ragcal join, score --extra-signals).
+        direction = signal_direction(args.signal, None if args.signal in SIGNALS else read_provenance(args.scores))
+        higher, decided_by = direction.higher_is_answerable, direction.decided_by
+        if "inferred from labels" in decided_by:
+            warn(f"{args.signal}: its direction was inferred from these labels; its AUC here is >= 0.5 by construction")
     print(
         f"{args.scores}: {len(table)} queries; signal {args.signal} "
-        f"({'higher' if higher else 'lower'} means answerable); intervals: exact 95% binomial"
+        f"({'higher' if higher else 'lower'} means answerable: {decided_by}); intervals: exact 95% binomial"
     )
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("ignore", DegenerateInputWarning)

@@ -135,6 +135,25 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
         )
 
 
+def _check_logged_signal(signal: str, provenance: dict | None, scores_path: Path) -> None:
+    """A logged signal has a recorded direction, but a gate computes its signals live: it must be registered.
+
+    :func:`ragcal.signal_directions.signal_direction` also refuses a
+    registered signal whose recorded direction is the other one.
+    """
+    from ..signal_directions import signal_direction
+    from ..signals import SIGNALS
+
+    direction = signal_direction(signal, provenance)
+    if signal not in SIGNALS and direction.decided_by.startswith("recorded"):
+        raise ValueError(
+            f"{scores_path}: {signal} is a logged signal ({direction.word} means answerable, {direction.decided_by}); "
+            "a gate computes its signals from retrieval when it decides, so register a function for it with "
+            f"--signals-module FILE.py (higher_is_answerable={direction.higher_is_answerable}), or calibrate it "
+            "with `ragcal calibrate`"
+        )
+
+
 def run_fit_gate(args) -> None:
     from ..calibration import parse_rule
     from ..calibration.rules import get_rule
@@ -163,6 +182,8 @@ def run_fit_gate(args) -> None:
     if args.signal is None:
         args.signal = "rerank_top1" if args.reranker is not None else "dense_top1"
     signals = None
+    if args.gate == "threshold" and not args.lower_is_answerable:
+        _check_logged_signal(args.signal, provenance, args.scores)
     if args.gate == "learned":
         from ..gates import DEFAULT_LEARNED_SIGNALS
         from ..signals import get_signal
@@ -170,6 +191,7 @@ def run_fit_gate(args) -> None:
         if args.signals:
             signals = [name.strip() for name in args.signals.split(",") if name.strip()]
             for name in signals:
+                _check_logged_signal(name, provenance, args.scores)
                 get_signal(name)  # an unknown name lists the registered ones
         else:
             signals = list(DEFAULT_LEARNED_SIGNALS)

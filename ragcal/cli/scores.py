@@ -17,6 +17,7 @@ from ._options import (
     print_slice_summary,
     report_visibility,
 )
+from .join import add_extra_signals_options, apply_extra_signals, read_extra_signals
 
 
 def add_parsers(commands) -> None:
@@ -36,6 +37,7 @@ def add_parsers(commands) -> None:
     add_rerank_options(score)
     add_access_options(score)
     add_signals_module(score)
+    add_extra_signals_options(score)
     add_candidate_options(score)
     score.set_defaults(run=run_score)
 
@@ -94,6 +96,7 @@ def run_score(args) -> None:
     if args.queries is None:
         raise ValueError("score needs a labeled query file (or --candidates FILE.jsonl, which carries its labels)")
     check_rerank_depth(args)
+    logged = read_extra_signals(args)  # a bad --extra-signals file fails before the index is built
     # score_query_file validates the query file against the corpus before any expensive work or any write.
     table, index, retrieved = score_query_file(
         args.queries,
@@ -119,6 +122,7 @@ def run_score(args) -> None:
             file=sys.stderr,
         )
     config = {**index.config, "queries": str(args.queries)}
+    table, config = apply_extra_signals(table, config, logged, args)
     write_score_table(args.out, table, config=config)
     if args.runs is not None:
         write_trec_runs(args.runs, table["id"], retrieved, config=config)
@@ -146,6 +150,7 @@ def run_score_candidates(args) -> None:
     if args.passages is not None:
         if args.queries is None:
             raise ValueError("a TREC run carries no question text or labels: give the labeled query CSV too")
+        logged = read_extra_signals(args)  # a bad --extra-signals file fails before anything is embedded
         candidates = read_trec_candidates(args.candidates, args.passages, queries=args.queries, tag=args.run_tag)
         files.update(passages=args.passages, queries=args.queries)
     else:
@@ -154,21 +159,27 @@ def run_score_candidates(args) -> None:
                 "--candidates without --passages reads a candidates JSONL, which carries its own labels and scores: "
                 "drop the query file and --run-tag, or give the run's --passages"
             )
+        if args.extra_signals is not None:
+            raise ValueError(
+                "--extra-signals needs the labeled query file of a TREC run; for a candidates JSONL, join the logged "
+                "signals to the written table with `ragcal join scores.csv FILE --out joined.csv`"
+            )
+        logged = read_extra_signals(args)  # None; refuses --direction or --allow-missing without a file
         candidates = read_candidates_jsonl(args.candidates)
     scores = score_candidates(candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache)
     config = {**scores.config, "run_tag": args.run_tag}
     config.update({name: str(path) for name, path in files.items()})
     config.update({f"{name}_sha256": sha256_file(path) for name, path in files.items()})
-    table = scores.table
+    table, config = apply_extra_signals(scores.table, config, logged, args)
     write_score_table(args.out, table, config=config)
     if args.runs is not None:
         write_trec_runs(args.runs, table["id"], scores.retrieved, config=config)
-    signals = list(table.columns[4:])
+    computed = list(scores.table.columns[4:])
     print(
-        f"wrote {args.out} ({len(table)} queries, {len(signals)} signals) from {config['n_pool_passages']:,} candidate "
+        f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals) from {config['n_pool_passages']:,} candidate "
         f"passages, at most {config['candidate_depth']} per question"
     )
-    print(f"computed: {', '.join(signals)}")
+    print(f"computed: {', '.join(computed)}")
     print("corpus-level statistics (BM25 IDF, dense centroids) are those of the candidate pool, not of your corpus")
     for name, reason in scores.left_out.items():
         print(f"left out {name}: {reason}")

@@ -205,10 +205,28 @@ def signal_names(signals, function: str) -> tuple:
 
 
 def check_not_empty(signals: tuple, X: np.ndarray, function: str) -> None:
-    """A ``ValueError`` naming the signals that are NaN on every row of ``X``."""
+    """A ``ValueError`` naming the signals that are NaN on every row of ``X``; a warning for constant ones.
+
+    A constant signal (a binary verdict that is 1 on every calibration row)
+    is standardised to 0 and gets coefficient 0: it carries no information,
+    and :class:`~ragcal.metrics.DegenerateInputWarning` says so.
+    """
     empty = [name for name, nan in zip(signals, np.isnan(X).all(axis=0)) if nan]
     if empty:
         raise ValueError(f"{function}: signal(s) {empty} are NaN on every calibration row; leave them out")
+    with np.errstate(invalid="ignore"):
+        constant = [name for name, low, high in zip(signals, np.nanmin(X, axis=0), np.nanmax(X, axis=0)) if low == high]
+    if constant and len(X) > 1:
+        import warnings
+
+        from ..metrics import DegenerateInputWarning
+
+        warnings.warn(
+            f"{function}: signal(s) {constant} are constant on the calibration rows; they carry no information "
+            "and get coefficient 0",
+            DegenerateInputWarning,
+            stacklevel=3,
+        )
 
 
 def check_signals(table: pd.DataFrame, signals, function: str) -> tuple:

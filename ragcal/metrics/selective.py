@@ -101,7 +101,9 @@ def risk_coverage(scores, support, *, higher_is_answerable: bool = True) -> pd.D
         One row per distinct finite score, strictest first: ``threshold`` (in
         the signal's units), ``answered``, ``supported``, ``unsupported``,
         ``coverage``, ``risk`` and ``generalized_risk``; ``attrs["n"]`` is the
-        number of questions.
+        number of questions. A binary (0/1) signal has two rows, its operating
+        point first (one row when it is constant); see
+        :func:`ragcal.metrics.binary.risk_coverage_operating_point`.
 
     Examples
     --------

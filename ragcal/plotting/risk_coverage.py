@@ -15,6 +15,10 @@ __all__ = ["RiskCoverageDisplay"]
 class RiskCoverageDisplay:
     """Selective risk against coverage: one step curve per signal, one point (with its spread) per gate.
 
+    A binary signal (0/1: :func:`ragcal.metrics.binary.is_binary_signal`) is
+    one marker at its operating point, "answer when it says answerable",
+    instead of its two-point curve.
+
     Attributes
     ----------
     curves : dict of str to DataFrame
@@ -25,25 +29,38 @@ class RiskCoverageDisplay:
     points : DataFrame
         One row per gate: ``name, coverage, coverage_low, coverage_high,
         risk, risk_low, risk_high`` (empty: no gates).
+    operating_points : dict of str to (coverage, risk)
+        One per binary signal, from
+        :func:`ragcal.metrics.binary.risk_coverage_operating_point`.
     """
 
     curves: dict
     aurc: dict = field(default_factory=dict)
     points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    operating_points: dict = field(default_factory=dict)
 
     @classmethod
     def from_scores(cls, scores: dict, support: dict, *, directions=None) -> "RiskCoverageDisplay":
-        """Curves (and AURC without interval) from ``{signal: scores}`` and ``{signal: support levels}``."""
+        """Curves (and AURC without interval) from ``{signal: scores}`` and ``{signal: support levels}``.
+
+        A binary signal gets its operating point instead of a curve.
+        """
+        from ..metrics.binary import is_binary_signal, risk_coverage_operating_point
         from ..metrics.selective import risk_coverage, selective_areas
 
         directions = directions or {}
-        curves, aurc = {}, {}
+        curves, aurc, operating_points = {}, {}, {}
         for name, values in scores.items():
             higher = directions.get(name, True)
-            curves[name] = risk_coverage(values, support[name], higher_is_answerable=higher)
+            if is_binary_signal(values):
+                operating_points[name] = risk_coverage_operating_point(
+                    values, support[name], higher_is_answerable=higher
+                )
+            else:
+                curves[name] = risk_coverage(values, support[name], higher_is_answerable=higher)
             value = selective_areas(values, support[name], higher_is_answerable=higher)["aurc"]
             aurc[name] = (value, float("nan"), float("nan"))
-        return cls(curves, aurc)
+        return cls(curves, aurc, operating_points=operating_points)
 
     @classmethod
     def from_results(cls, curves: pd.DataFrame, summary: pd.DataFrame, *, signals=None, gates=None):
@@ -65,10 +82,10 @@ class RiskCoverageDisplay:
         return cls(drawn, aurc, points.reset_index(drop=True))
 
     def plot(self, ax=None, *, name=None, **kwargs) -> "RiskCoverageDisplay":
-        """Draw the curves (steps) and the gates (points with 2.5th to 97.5th percentile bars)."""
+        """Draw the curves (steps), binary signals (markers) and gates (points with 2.5th-97.5th percentile bars)."""
         with figure_style():
             ax = _new_axes(ax, size=(6.4, 4.2))
-            self.lines_, self.points_ = {}, {}
+            self.lines_, self.points_, self.operating_points_ = {}, {}, {}
             for position, (signal, curve) in enumerate(self.curves.items()):
                 colour = _SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)]
                 style = ("-", "--", ":")[position // len(_SIGNAL_COLOURS) % 3]
@@ -79,6 +96,12 @@ class RiskCoverageDisplay:
                 (self.lines_[signal],) = ax.plot(
                     curve["coverage"], curve["risk"], color=colour, linestyle=style, linewidth=1.5,
                     drawstyle="steps-post", label=label,
+                )
+            for position, (signal, (coverage, risk)) in enumerate(self.operating_points.items(), len(self.curves)):
+                (self.operating_points_[signal],) = ax.plot(
+                    [coverage], [risk], linestyle="none", marker="D", markersize=7, markeredgecolor="#000000",
+                    markeredgewidth=0.6, color=_SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)],
+                    label=f"{signal} (binary: coverage {coverage:.2f}, risk {risk:.2f})",
                 )
             markers = ("o", "s", "D", "^", "v", "P", "X", "*")
             for position, point in enumerate(self.points.itertuples()):
@@ -95,4 +118,4 @@ class RiskCoverageDisplay:
             ax.set_ylabel("selective risk: unsupported / answered")
             ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7)
             self.ax_, self.figure_ = ax, ax.figure
-        return _finish(self, self.lines_, name=name, kwargs=kwargs)
+        return _finish(self, {**self.lines_, **self.operating_points_}, name=name, kwargs=kwargs)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import auc_with_ci, roc_band
+from ..metrics.binary import is_binary_signal, roc_operating_point
 from ..score_tables import check_score_table
 from ._style import _CORPUS_MARKERS, _SIGNAL_COLOURS, _finish, _new_axes, figure_style
 
@@ -16,24 +17,33 @@ __all__ = ['RocDisplay', 'AucComparisonDisplay']
 
 @dataclass
 class RocDisplay:
-    """ROC curves of several signals on shared axes, with bootstrap bands.
+    """ROC curves of several signals on shared axes, with bootstrap bands; binary signals as operating points.
+
+    A binary signal (0/1, an LLM's verdict: :func:`ragcal.metrics.binary.is_binary_signal`)
+    has one decision, so it is drawn as one marker at its (FPR, TPR), not as
+    the straight lines through it that ``roc_curve`` returns; its AUC (the
+    balanced accuracy) stays in the legend.
 
     Attributes
     ----------
     curves : dict of str to (fpr, tpr)
-        From ``sklearn.metrics.roc_curve``.
+        From ``sklearn.metrics.roc_curve``, for the signals that are not binary.
     bands : dict of str to (fpr_grid, tpr_low, tpr_high)
         Pointwise 2.5 and 97.5 percentiles of the TPR at fixed FPRs over
         stratified bootstrap resamples.
     aucs : dict of str to (auc, low, high)
     comparison : str
         What the negatives are (``"all unanswerable"`` or a slice name).
+    points : dict of str to (fpr, tpr)
+        The operating point of each binary signal, "answer when it says
+        answerable" (:func:`ragcal.metrics.binary.roc_operating_point`).
     """
 
     curves: dict
     bands: dict
     aucs: dict
     comparison: str
+    points: dict = field(default_factory=dict)
 
     @classmethod
     def from_score_table(
@@ -59,7 +69,7 @@ class RocDisplay:
             table = table[table["answerable"] | (table["slice"] == comparison)]
         directions = directions or {}
         grid = np.linspace(0, 1, 101)
-        curves, bands, aucs = {}, {}, {}
+        curves, bands, aucs, points = {}, {}, {}, {}
         rng = np.random.default_rng(random_state)
         for signal in signals:
             subset = table[~table[signal].isna()]
@@ -68,11 +78,16 @@ class RocDisplay:
             aucs[signal] = auc_with_ci(labels, scores, n_resamples=n_resamples, random_state=random_state)
             if np.isnan(aucs[signal][0]):
                 continue
+            if is_binary_signal(subset[signal]):
+                points[signal] = roc_operating_point(
+                    labels, subset[signal], higher_is_answerable=directions.get(signal, True)
+                )
+                continue
             fpr, tpr, _ = roc_curve(labels, scores)
             curves[signal] = (fpr, tpr)
             # One random stream across signals (each band draws from where the previous one stopped).
             bands[signal] = roc_band(labels, scores, n_resamples=n_band_resamples, grid=grid, random_state=rng)
-        return cls(curves, bands, aucs, comparison)
+        return cls(curves, bands, aucs, comparison, points)
 
     def plot(self, ax=None, *, bands=True, chance: bool = True, name=None, **kwargs) -> "RocDisplay":
         """Draw the curves.
@@ -86,10 +101,10 @@ class RocDisplay:
         """
         band_signals = set(self.curves) if bands is True else set() if bands is False else set(bands)
         # Up to about ten curves the legend fits under the axes; more would squash them, so it goes to the right.
-        beside = len(self.curves) > 10
+        beside = len(self.curves) + len(self.points) > 10
         with figure_style():
             ax = _new_axes(ax, size=(8.6, 4.6) if beside else (3.8, 5.0))
-            self.lines_, self.bands_ = {}, {}
+            self.lines_, self.bands_, self.points_ = {}, {}, {}
             for position, (signal, (fpr, tpr)) in enumerate(self.curves.items()):
                 # Past the palette, colours repeat with another line style, so any number of signals can be drawn.
                 colour = _SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)]
@@ -109,6 +124,19 @@ class RocDisplay:
                     self.bands_[signal] = ax.fill_between(
                         grid, band_low, band_high, color=colour, alpha=0.15, linewidth=0, step="post"
                     )
+            for position, (signal, (fpr, tpr)) in enumerate(self.points.items(), start=len(self.curves)):
+                auc, low, high = self.aucs[signal]
+                (self.points_[signal],) = ax.plot(
+                    [fpr],
+                    [tpr],
+                    linestyle="none",
+                    marker=("o", "s", "D", "^", "v")[position // len(_SIGNAL_COLOURS) % 5],
+                    markersize=7,
+                    markeredgecolor="#000000",
+                    markeredgewidth=0.6,
+                    color=_SIGNAL_COLOURS[position % len(_SIGNAL_COLOURS)],
+                    label=f"{signal} (binary: FPR {fpr:.2f}, TPR {tpr:.2f}): {auc:.3f} [{low:.3f}, {high:.3f}]",
+                )
             if chance:
                 (self.chance_line_,) = ax.plot(
                     [0, 1], [0, 1], color="#777777", linestyle=":", linewidth=1, label="chance: 0.5"
@@ -119,8 +147,9 @@ class RocDisplay:
             ax.set_xlabel(f"share of {self.comparison} answered (FPR)")
             ax.set_ylabel("share of answerable answered (TPR)")
             # Legend entries from the best AUC down; colours stay tied to the signal order.
-            ranked = sorted(self.lines_, key=lambda signal: -self.aucs[signal][0])
-            handles = [self.lines_[signal] for signal in ranked] + ([self.chance_line_] if chance else [])
+            drawn = {**self.lines_, **self.points_}
+            ranked = sorted(drawn, key=lambda signal: -self.aucs[signal][0])
+            handles = [drawn[signal] for signal in ranked] + ([self.chance_line_] if chance else [])
             ax.legend(
                 handles=handles,
                 loc="upper left",
@@ -130,7 +159,7 @@ class RocDisplay:
                 alignment="left",
             )
             self.ax_, self.figure_ = ax, ax.figure
-        return _finish(self, self.lines_, name=name, kwargs=kwargs)
+        return _finish(self, drawn, name=name, kwargs=kwargs)
 
 
 def _check_corpus_tables(tables, required, owner: str) -> dict:

@@ -114,6 +114,7 @@ def test_bad_candidate_input_exits_2_and_writes_nothing(tmp_path, files, capsys)
         (["score", str(queries), "--candidates", str(tmp_path / "c.jsonl")], "drop the query file"),
         (["score", "--passages", str(passages)], "--passages and --run-tag go with --candidates"),
         (["score"], "score needs a labeled query file"),
+        (["score", "--candidates", str(tmp_path / "c.jsonl"), "--extra-signals", str(queries)], "ragcal join"),
         (
             [
                 "score",
