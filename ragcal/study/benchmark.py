@@ -56,6 +56,7 @@ from ..signals import SIGNALS
 from .learned import candidate_sets
 from .report import HELDOUT_RULES
 from .benchmark_stats import (
+    BASELINE_SIGNAL,
     GROUP_COLUMN,
     LEARNED_RULE,
     clustered_auc,
@@ -71,7 +72,9 @@ __all__ = [
     "BENCHMARKS",
     "score_benchmark",
     "join_logged_signals",
+    "protocol_comparison",
     "benchmark_study",
+    "reproduce_benchmark",
     "read_benchmark_results",
 ]
 
@@ -193,7 +196,8 @@ def join_logged_signals(table: pd.DataFrame, path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: {len(missing)} question(s) of the score table have no row, e.g. {missing[:5]}")
     values = logged.set_index("id")[columns].astype(float)
-    return table.join(values, on=table["id"].astype(str).rename("id")).reset_index(drop=True)
+    keys = table["id"].astype(str)
+    return table.assign(**{column: keys.map(values[column]).to_numpy() for column in columns})
 
 
 def _learned_signals(table: pd.DataFrame, logged: list) -> dict:
@@ -204,6 +208,43 @@ def _learned_signals(table: pd.DataFrame, logged: list) -> dict:
     return {name: signals for name, signals in sets.items() if signals}
 
 
+
+
+def protocol_comparison(table, learned_signals, learned_by_article, heldout, *, n_splits: int = 100, random_state=0):
+    """The fitted headline numbers by article (honest) beside the same numbers split by question (for comparison).
+
+    By question: ``keep@0.95`` on ``dense_top1`` over ``n_splits`` stratified
+    half splits of the questions (:func:`ragcal.calibration.split_by_slice`),
+    and the learned gate's scores cross-fitted over 5 folds of questions
+    (stratified by slice): questions of one article sit on both sides.
+
+    Returns
+    -------
+    DataFrame
+        ``protocol, measure, value, low, high`` (held-out shares: mean and
+        2.5th / 97.5th percentile over splits; AUC: the cross-fitted score's).
+    """
+    from sklearn.metrics import roc_auc_score
+
+    from .benchmark_report import spread
+
+    rows = []
+    by_article = heldout[(heldout["signal"] == BASELINE_SIGNAL) & (heldout["rule"] == LEARNED_RULE)]
+    if BASELINE_SIGNAL in table.columns:
+        by_question = heldout_outcomes(table, BASELINE_SIGNAL, [LEARNED_RULE], n_splits=n_splits,
+                                       random_state=random_state)
+        for protocol, frame in (("by article", by_article), ("by question", by_question)):
+            for measure in ("unanswerable_refused", "answerable_kept"):
+                rows.append({"protocol": protocol, "measure": f"{BASELINE_SIGNAL} {LEARNED_RULE} {measure}",
+                             **dict(zip(("value", "low", "high"), spread(frame[measure])))})
+    if len(learned_signals):
+        labels = table["answerable"].to_numpy(dtype=bool)
+        by_question = crossfit_scores(table, learned_signals, random_state=random_state)
+        for protocol, scores in (("by article", learned_by_article), ("by question", by_question)):
+            rows.append({"protocol": protocol, "measure": "learned all AUC (cross-fitted)",
+                         "value": float(roc_auc_score(labels, np.asarray(scores, dtype=float))),
+                         "low": math.nan, "high": math.nan})
+    return pd.DataFrame(rows, columns=["protocol", "measure", "value", "low", "high"])
 
 
 def _write(results_dir: Path, name: str, frame: pd.DataFrame, log) -> None:
@@ -250,6 +291,8 @@ def benchmark_study(
     compare_with : dict of str to str or Path, default=None
         ``{title: results folder}`` of the corpora to set the numbers beside;
         ``results/fastapi`` and ``results/rust-book`` next to ``results_dir`` when None.
+    log : callable or None, default=print
+        Called with one line per file written; None is silent.
 
     Returns
     -------
@@ -257,6 +300,7 @@ def benchmark_study(
     """
     from .benchmark_report import benchmark_summary
 
+    log = log or (lambda message: None)
     results_dir = Path(results_dir)
     table, queries, retrieved, config = score_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
     log(f"{name}: {len(table)} questions in {table[GROUP_COLUMN].nunique()} articles, {config['n_chunks']} chunks")
@@ -335,6 +379,12 @@ def benchmark_study(
     learned_gate = learned_gate[["gate"] + [column for column in learned_gate.columns if column != "gate"]]
     _write(results_dir, "learned_gate", learned_gate, log)
 
+    protocols = protocol_comparison(
+        table, learned_sets.get("learned all", ()), learned_scores.get("learned all"), heldout,
+        n_splits=max(len(splits), 100), random_state=random_state,
+    )
+    _write(results_dir, "protocol_comparison", protocols, log)
+
     results, gold = support_inputs(queries, retrieved)
     dense_levels = support_levels(results, gold, "dense")
     inputs = {
@@ -364,6 +414,7 @@ def benchmark_study(
         "risk_coverage": curves,
         "risk_coverage_summary": areas,
         "operating_points": points,
+        "protocol_comparison": protocols,
     }
     if compare_with is None:
         compare_with = {"FastAPI docs": results_dir.parent / "fastapi", "Rust book": results_dir.parent / "rust-book"}
@@ -381,13 +432,38 @@ def benchmark_study(
     return {**tables, "summary": summary}
 
 
+def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_splits=None, log=print) -> dict:
+    """``ragcal reproduce --benchmark NAME``: :func:`benchmark_study` on :data:`BENCHMARKS` ``[name]``, written to
+    ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads)."""
+    if name not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    inputs = BENCHMARKS[name]
+    for path in (inputs.corpus, inputs.queries):
+        if not path.exists():
+            raise FileNotFoundError(
+                f"{path}: not found; import the benchmark first (ragcal import-benchmark ... --out "
+                f"{inputs.queries.parent})"
+            )
+    return benchmark_study(
+        inputs.corpus,
+        inputs.queries,
+        Path(results_dir) / name,
+        logged_signals=inputs.logged,
+        name=name,
+        title=inputs.title,
+        embedder=embedder,
+        max_splits=max_splits,
+        log=log,
+    )
+
+
 def read_benchmark_results(results_dir) -> dict:
     """The tables :func:`benchmark_study` wrote in ``results_dir``, read back (``scores`` with the learned scores
     joined as extra columns), for a notebook."""
     results_dir = Path(results_dir)
     names = (
         "auc", "auc_clustered", "heldout", "learned_scores", "learned_gate", "risk_coverage",
-        "risk_coverage_summary", "operating_points",
+        "risk_coverage_summary", "operating_points", "protocol_comparison",
     )
     tables = {name: pd.read_csv(results_dir / f"{name}.csv") for name in names}
     scores = pd.read_csv(results_dir / "scores.csv", dtype={"id": str, GROUP_COLUMN: str})
