@@ -102,6 +102,12 @@ BENCHMARKS = {
 }
 
 
+def _project_relative(path) -> str:
+    """``path`` relative to the project root when it lies inside it, else its name (results carry no machine paths)."""
+    resolved, root = Path(path).resolve(), DATA_DIR.parent.resolve()
+    return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else Path(path).name
+
+
 def _directions(table: pd.DataFrame) -> dict:
     """``higher_is_answerable`` of every registered signal of ``table``; other numeric columns (logged) True."""
     return {
@@ -304,7 +310,7 @@ def benchmark_study(
     results_dir = Path(results_dir)
     table, queries, retrieved, config = score_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
     log(f"{name}: {len(table)} questions in {table[GROUP_COLUMN].nunique()} articles, {config['n_chunks']} chunks")
-    config = {**config, "corpus": Path(corpus_dir).name, "queries": Path(queries_path).name}
+    config = {**config, "corpus": _project_relative(corpus_dir), "queries": _project_relative(queries_path)}
     write_score_table(results_dir / "scores.csv", table, config=config)
     log(f"wrote {results_dir / 'scores.csv'}")
     logged = []
