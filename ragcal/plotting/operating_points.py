@@ -106,7 +106,8 @@ class OperatingPointDisplay:
         return cls(points.reset_index(drop=True), space)
 
     def plot(self, ax=None, *, name=None, **kwargs) -> "OperatingPointDisplay":
-        """Draw each point with its interval bars, in a legend of its own (the Axes' legend is kept)."""
+        """Draw each point with its interval bars, in a legend of its own inside the Axes (``legend_``); a legend
+        the Axes already has (the curves') stays as it is."""
         markers = ("*", "X", "P", "D", "h")
         with figure_style():
             ax = _new_axes(ax, size=(4.4, 4.2))
@@ -119,21 +120,22 @@ class OperatingPointDisplay:
                     xerr=[[point.x - point.x_low], [point.x_high - point.x]],
                     yerr=[[point.y - point.y_low], [point.y_high - point.y]],
                     fmt=markers[position % len(markers)],
-                    color="#D55E00",
+                    color="#333333",
                     markersize=9,
                     capsize=3,
                     linewidth=1.0,
                     label=f"{point.name}: ({point.x:.2f}, {point.y:.2f})",
                 )
+            self.legend_ = None
             if self.points_:
-                ax.legend(
-                    handles=list(self.points_.values()),
-                    loc="lower right",
-                    fontsize=7,
-                    title="operating point (95% CI)",
-                    title_fontsize=7,
-                )
-                if kept is not None:
-                    ax.add_artist(kept)
+                options = {"loc": "lower right", "fontsize": 7, "title": "operating point (95% CI)", "title_fontsize": 7}
+                handles = list(self.points_.values())
+                if kept is None:
+                    self.legend_ = ax.legend(handles=handles, **options)
+                else:  # the curves' legend stays the Axes' legend (the one the layout makes room for)
+                    from matplotlib.legend import Legend
+
+                    self.legend_ = Legend(ax, handles, [handle.get_label() for handle in handles], **options)
+                    ax.add_artist(self.legend_)
             self.ax_, self.figure_ = ax, ax.figure
         return _finish(self, list(self.points_.values()), name=name, kwargs=kwargs)

@@ -242,3 +242,31 @@ def test_the_study_end_to_end_on_three_fake_articles(tmp_path, embedder):
     assert set(table["group"]) == {"Volcanoes", "Beekeeping"} and len(config["documents"]) == 6
     with pytest.raises(ValueError, match="Atlantis"):
         score_benchmark(corpus, queries, articles=["Atlantis"], embedder=embedder)
+
+
+@pytest.mark.slow
+def test_the_notebook_computes_the_study_when_there_are_no_results(tmp_path):
+    """Notebook 10 without results: the study on the given corpus, with an LLM verdict drawn as points."""
+    from ragcal.study.notebooks import NOTEBOOKS_DIR, execute_notebook
+
+    corpus, queries = write_benchmark(tmp_path)
+    ids = pd.read_csv(queries, dtype=str)["id"]
+    logged = tmp_path / "llm.csv"
+    pd.DataFrame({"id": ids, "llm_found_answer": [int(n % 3 > 0) for n in range(len(ids))]}).to_csv(logged, index=False)
+    parameters = {
+        "results_dir": str(tmp_path / "no results here"),
+        "corpus_dir": str(corpus),
+        "queries_path": str(queries),
+        "logged_signals": str(logged),
+        "articles": None,
+        "n_resamples": 100,
+        "figures_dir": str(tmp_path / "figures"),
+    }
+    notebook = execute_notebook(NOTEBOOKS_DIR / "10_benchmarks.py", parameters=parameters)
+    printed = "".join(output.get("text", "") for cell in notebook.cells for output in cell.get("outputs", []))
+    assert f"computed here: {len(ids)} questions in 3 articles" in printed
+    for stem in ("score_distributions", "roc", "risk_coverage"):
+        assert (tmp_path / "figures" / f"{stem}.png").stat().st_size > 10_000
+    # The verdict is a point on both figures: its legend entry is in the SVGs.
+    assert "llm_found_answer" in (tmp_path / "figures" / "roc.svg").read_text()
+    assert "llm_found_answer" in (tmp_path / "figures" / "risk_coverage.svg").read_text()
