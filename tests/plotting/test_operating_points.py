@@ -57,8 +57,8 @@ def test_drawn_on_a_roc_keeps_its_legend():
     )
     display = OperatingPointDisplay.from_table(points, space="roc").plot(ax=roc.ax_, alpha=0.5)
     assert display.ax_ is roc.ax_ and list(display.points_) == ["llm"]
-    assert curves_legend in roc.ax_.artists  # the curves' legend is still drawn
-    assert roc.ax_.get_legend().get_texts()[0].get_text() == "llm: (0.30, 0.70)"
+    assert roc.ax_.get_legend() is curves_legend  # the curves' legend stays the Axes' legend
+    assert display.legend_ in roc.ax_.artists and display.legend_.get_texts()[0].get_text() == "llm: (0.30, 0.70)"
     marker = display.points_["llm"].lines[0]
     assert marker.get_xdata()[0] == pytest.approx(0.3) and marker.get_alpha() == 0.5
     # No rows of that space: nothing drawn, the Axes untouched.
