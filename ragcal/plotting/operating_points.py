@@ -128,7 +128,8 @@ class OperatingPointDisplay:
                 )
             self.legend_ = None
             if self.points_:
-                options = {"loc": "lower right", "fontsize": 7, "title": "operating point (95% CI)", "title_fontsize": 7}
+                options = {"loc": "lower right", "fontsize": 7, "title_fontsize": 7}
+                options["title"] = "operating point (95% CI)"
                 handles = list(self.points_.values())
                 if kept is None:
                     self.legend_ = ax.legend(handles=handles, **options)

@@ -53,8 +53,6 @@ from ..queries import QueryFileError, load_queries
 from ..score_tables import check_numeric_columns, read_csv_table, write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
-from .learned import candidate_sets
-from .report import HELDOUT_RULES
 from .benchmark_stats import (
     BASELINE_SIGNAL,
     GROUP_COLUMN,
@@ -65,6 +63,8 @@ from .benchmark_stats import (
     operating_points,
     risk_coverage_study,
 )
+from .learned import candidate_sets
+from .report import HELDOUT_RULES
 from .selective import threshold_gate_support
 
 __all__ = [
@@ -102,6 +102,10 @@ BENCHMARKS = {
 }
 
 
+#: Columns of the study's table that are not signals.
+KEY_COLUMNS = ("id", "query", "answerable", "slice", GROUP_COLUMN)
+
+
 def _project_relative(path) -> str:
     """``path`` relative to the project root when it lies inside it, else its name (results carry no machine paths)."""
     resolved, root = Path(path).resolve(), DATA_DIR.parent.resolve()
@@ -113,7 +117,7 @@ def _directions(table: pd.DataFrame) -> dict:
     return {
         name: SIGNALS[name].higher_is_answerable if name in SIGNALS else True
         for name in table.columns
-        if name not in ("id", "query", "answerable", "slice", GROUP_COLUMN) and pd.api.types.is_numeric_dtype(table[name])
+        if name not in KEY_COLUMNS and pd.api.types.is_numeric_dtype(table[name])
     }
 
 
@@ -188,7 +192,7 @@ def join_logged_signals(table: pd.DataFrame, path) -> pd.DataFrame:
     if "id" not in logged.columns:
         raise ValueError(f"{path}: missing column 'id' (the question id the signals are joined by)")
     logged["id"] = logged["id"].astype(str).str.strip()
-    columns = [column for column in logged.columns if column not in ("id", "query", "answerable", "slice", GROUP_COLUMN)]
+    columns = [column for column in logged.columns if column not in KEY_COLUMNS]
     clashing = [column for column in columns if column in table.columns]
     if clashing:
         raise ValueError(f"{path}: column(s) {clashing} are already in the score table")

@@ -133,6 +133,10 @@ def run_reproduce(args) -> None:
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
+    if args.benchmark is not None:  # an imported benchmark instead of the bundled corpora
+        if args.splits < 1:
+            raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
+        return run_benchmark(args)
     variants = None if args.chunking is None else chunking_variants(args.chunking)
     second = args.second_model or SECOND_MODEL
     second = None if second.lower() == "none" else second
@@ -145,8 +149,6 @@ def run_reproduce(args) -> None:
 
     if args.splits < 1:
         raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
-    if args.benchmark is not None:
-        return run_benchmark(args)
     names = args.corpus or list(BUNDLED)
     tables = reproduce(
         args.results,

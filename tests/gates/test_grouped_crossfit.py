@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ragcal.gates.learned import _folds as learned_folds
 from ragcal.gates.learned import crossfit_scores, fold_strata
 from ragcal.gates.learned_score import fit_learned_score
-from ragcal.gates.learned import _folds as learned_folds
 
 
 def article_table(n_articles=6, per_article=20, seed=0):

@@ -190,7 +190,8 @@ def test_the_study_end_to_end_on_three_fake_articles(tmp_path, embedder):
     ids = pd.read_csv(queries, dtype=str)["id"]
     # An LLM verdict: answers every other question.
     logged = tmp_path / "llm.csv"
-    pd.DataFrame({"id": ids, "llm_found_answer": [int(n % 2 == 0) for n in range(len(ids))]}).to_csv(logged, index=False)
+    verdicts = [int(n % 2 == 0) for n in range(len(ids))]
+    pd.DataFrame({"id": ids, "llm_found_answer": verdicts}).to_csv(logged, index=False)
     out = tmp_path / "results" / "fake"
     tables = benchmark_study(
         corpus, queries, out, logged_signals=logged, embedder=embedder, n_resamples=50, compare_with={}, log=None
@@ -270,3 +271,26 @@ def test_the_notebook_computes_the_study_when_there_are_no_results(tmp_path):
     # The verdict is a point on both figures: its legend entry is in the SVGs.
     assert "llm_found_answer" in (tmp_path / "figures" / "roc.svg").read_text()
     assert "llm_found_answer" in (tmp_path / "figures" / "risk_coverage.svg").read_text()
+
+
+@pytest.mark.slow
+def test_reproduce_benchmark_from_the_command_line(tmp_path, monkeypatch, capsys):
+    from ragcal.cli import main
+    from ragcal.study.benchmark import BENCHMARKS, BenchmarkInputs
+
+    assert main(["reproduce", "--benchmark", "squad3", "--results", str(tmp_path)]) == 2
+    assert "unknown benchmark 'squad3'; known: squad2-A" in capsys.readouterr().err
+    monkeypatch.setitem(BENCHMARKS, "missing", BenchmarkInputs("missing", "m", tmp_path / "no", tmp_path / "no.csv"))
+    assert main(["reproduce", "--benchmark", "missing", "--results", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "not found; import the benchmark first" in error and not (tmp_path / "missing").exists()
+
+    corpus, queries = write_benchmark(tmp_path / "fake")
+    monkeypatch.setitem(BENCHMARKS, "fake", BenchmarkInputs("fake", "Three fake articles", corpus, queries))
+    results = tmp_path / "results"
+    assert main(["reproduce", "--benchmark", "fake", "--results", str(results), "--skip-notebooks"]) == 0
+    printed = capsys.readouterr().out
+    assert "dense_top1" in printed and "learned all" in printed
+    summary = (results / "fake" / "summary.md").read_text()
+    assert summary.startswith("# Results: Three fake articles") and "3 splits" in summary
+    assert "no results in fastapi/" in summary  # no bundled results beside this results folder
