@@ -14,14 +14,15 @@ Modules, one concept each:
 - :mod:`~ragcal.calibration.ltt`: Learn-then-Test (binomial p-values,
   fixed-sequence / Bonferroni / Holm, :class:`Certificate`), which certifies
   the risk rules and every gate of :mod:`ragcal.gates.certify`;
-- :mod:`~ragcal.calibration.heldout`: the held-out protocol over stratified half splits;
+- :mod:`~ragcal.calibration.heldout`: the held-out protocol over stratified half splits, or splits by
+  group (article) for questions that are not independent;
 - :mod:`~ragcal.calibration.label_curve`: how many labels are enough;
 - :mod:`~ragcal.calibration.report`: :func:`calibrate`, everything ``ragcal calibrate`` shows.
 
 The package never imports :mod:`ragcal.gates`: gates import calibration.
 """
 
-from .heldout import heldout_outcomes, split_by_slice, summarize_heldout
+from .heldout import group_splits, heldout_outcomes, split_by_group, split_by_slice, summarize_heldout
 from .label_curve import kept_share_interval, label_curve
 from .ltt import Certificate, certify_candidates, ltt_certify
 from .report import Calibration, calibrate
@@ -34,6 +35,8 @@ __all__ = [
     "fit_threshold",
     "CalibrationWarning",
     "split_by_slice",
+    "split_by_group",
+    "group_splits",
     "heldout_outcomes",
     "summarize_heldout",
     "label_curve",

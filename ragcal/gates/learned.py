@@ -64,19 +64,37 @@ def fold_strata(table: pd.DataFrame) -> np.ndarray:
     return (table["slice"].astype(str) + "|" + table["answerable"].astype(str)).to_numpy()
 
 
-def _folds(strata: np.ndarray, n_folds: int, random_state) -> list:
+def _folds(strata: np.ndarray, n_folds: int, random_state, *, groups=None) -> list:
     """``[(train, test)]``: stratified by ``strata``, shuffled, at most as many folds as the smallest stratum has rows.
 
     ``StratifiedKFold`` numbers the strata in order of first appearance, so
     any labels that tell the same strata apart (the strings of
     :func:`fold_strata` or integer codes of them) give the same folds.
+
+    With ``groups`` (one label per row), every group is in one fold only
+    (``StratifiedGroupKFold``, as stratified as whole groups allow), with at
+    most as many folds as there are groups.
     """
     from sklearn.model_selection import StratifiedKFold
 
+    if groups is not None:
+        return _group_folds(strata, np.asarray(groups), n_folds, random_state)
     smallest = int(np.unique(strata, return_counts=True)[1].min())
     n_folds = max(2, min(n_folds, smallest))
     folds = StratifiedKFold(n_splits=n_folds, shuffle=True, random_state=random_state)
     return list(folds.split(np.zeros(len(strata)), strata))
+
+
+def _group_folds(strata: np.ndarray, groups: np.ndarray, n_folds: int, random_state) -> list:
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    if groups.shape != (len(strata),):
+        raise ValueError(f"crossfit_scores: {groups.size} group labels for {len(strata)} rows")
+    n_groups = len(pd.unique(groups))
+    if n_groups < 2:
+        raise ValueError(f"crossfit_scores: grouped folds need at least two groups. Got {n_groups}.")
+    folds = StratifiedGroupKFold(n_splits=min(n_folds, n_groups), shuffle=True, random_state=random_state)
+    return list(folds.split(np.zeros(len(strata)), strata, groups))
 
 
 def _crossfit_matrix(X, labels, folds, signals: tuple, estimator, random_state) -> np.ndarray:
@@ -88,14 +106,25 @@ def _crossfit_matrix(X, labels, folds, signals: tuple, estimator, random_state) 
     return scores
 
 
-def crossfit_scores(table: pd.DataFrame, signals, *, estimator=None, n_folds: int = 5, random_state=0) -> np.ndarray:
+def crossfit_scores(
+    table: pd.DataFrame, signals, *, estimator=None, n_folds: int = 5, random_state=0, groups=None
+) -> np.ndarray:
     """Out-of-fold learned scores: each row scored by a model fitted on the other folds (stratified by slice).
 
     These are the scores a threshold is fitted on, so that the threshold does
     not see the optimistic in-sample scores of the rows the model was trained on.
+
+    Parameters
+    ----------
+    groups : array-like, default=None
+        One label per row (e.g. the article of each question). When given,
+        every group is in one fold only, so no row is scored by a model fitted
+        on a row of its own group (scikit-learn's ``StratifiedGroupKFold``,
+        at most as many folds as groups; ``n_folds`` at least the number of
+        groups leaves one group out at a time). Needs at least two groups.
     """
     signals = check_signals(table, signals, "crossfit_scores")
-    folds = _folds(fold_strata(table), n_folds, random_state)
+    folds = _folds(fold_strata(table), n_folds, random_state, groups=groups)
     return _crossfit_matrix(
         signal_matrix(table, signals), table["answerable"].to_numpy(dtype=bool), folds, signals, estimator, random_state
     )

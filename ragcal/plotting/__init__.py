@@ -16,6 +16,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.chunking`: :class:`ChunkingSweepDisplay`;
 - :mod:`~ragcal.plotting.coefficients`: :class:`CoefficientDisplay`;
 - :mod:`~ragcal.plotting.risk_coverage`: :class:`RiskCoverageDisplay`;
+- :mod:`~ragcal.plotting.operating_points`: :class:`OperatingPointDisplay` (binary decisions as points);
 - :mod:`~ragcal.plotting.label_curve`: :class:`LabelCurveDisplay`;
 - :mod:`~ragcal.plotting.monitoring`: :class:`ShiftDisplay`;
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
@@ -31,6 +32,7 @@ from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
 from .label_curve import LabelCurveDisplay
 from .monitoring import ShiftDisplay
+from .operating_points import OperatingPointDisplay
 from .risk_coverage import RiskCoverageDisplay
 from .roc import AucComparisonDisplay, RocDisplay
 from .tradeoff import HeldoutDisplay, TradeoffDisplay
@@ -46,6 +48,7 @@ __all__ = [
     "HeldoutDisplay",
     "LabelCurveDisplay",
     "RiskCoverageDisplay",
+    "OperatingPointDisplay",
     "FloorGapDisplay",
     "GateOutcomeDisplay",
     "AucComparisonDisplay",

@@ -78,6 +78,13 @@ def add_parsers(commands) -> None:
         metavar="MODEL",
         help="the model results/cross_model.md compares with MiniLM (default wordllama:l2_supercat_256; none: skip)",
     )
+    reproduce.add_argument(
+        "--benchmark",
+        default=None,
+        metavar="NAME",
+        help="rebuild results/<NAME>/ and figures/<NAME>/ of an imported public benchmark (squad2-A) instead of "
+        "the bundled corpora (ragcal.study.benchmark)",
+    )
     reproduce.set_defaults(run=run_reproduce)
 
 
@@ -126,6 +133,10 @@ def run_reproduce(args) -> None:
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
+    if args.benchmark is not None:  # an imported benchmark instead of the bundled corpora
+        if args.splits < 1:
+            raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
+        return run_benchmark(args)
     variants = None if args.chunking is None else chunking_variants(args.chunking)
     second = args.second_model or SECOND_MODEL
     second = None if second.lower() == "none" else second
@@ -166,3 +177,27 @@ def run_reproduce(args) -> None:
             output_dir=executed,
         )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
+
+
+def run_benchmark(args) -> None:
+    """``ragcal reproduce --benchmark NAME``: the benchmark study, then its notebook (figures/<NAME>/)."""
+    from ..embedding import load_embedder
+    from .benchmark import BENCHMARKS, reproduce_benchmark
+
+    if args.benchmark not in BENCHMARKS:
+        raise ValueError(f"--benchmark: unknown benchmark {args.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+    tables = reproduce_benchmark(
+        args.benchmark, args.results, embedder=load_embedder(cache_dir=args.cache_dir), max_splits=args.splits
+    )
+    print(tables["auc_clustered"].to_string(index=False, float_format="%.3f"))
+    if not args.skip_notebooks:
+        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_benchmark_figures
+
+        figures = (args.figures or FIGURES_DIR) / args.benchmark
+        executed = args.executed_notebooks or (
+            NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
+        )
+        reproduce_benchmark_figures(
+            args.benchmark, figures_dir=figures, results_dir=args.results / args.benchmark, output_dir=executed
+        )
+        print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")

@@ -23,6 +23,7 @@ __all__ = [
     "execute_notebook",
     "execute_notebooks",
     "reproduce_figures",
+    "reproduce_benchmark_figures",
     "notebook_score_table",
     "notebook_scored_index",
     "notebook_queries",
@@ -47,9 +48,12 @@ NOTEBOOKS = (
     "07_new_signals",
     "08_selective_risk",
     "09_review_and_monitor",
+    "10_benchmarks",
 )
 #: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
 COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")
+#: The notebook of an imported public benchmark (``ragcal reproduce --benchmark``), not run for the bundled corpora.
+BENCHMARK_NOTEBOOK = "10_benchmarks"
 
 
 _QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -227,7 +231,7 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
     folders = {}
     if figures_dir != FIGURES_DIR.resolve():
         folders["figures_dir"] = str(figures_dir)
-    single = [name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS]
+    single = [name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS and name != BENCHMARK_NOTEBOOK]
     execute_notebooks(names=single, output_dir=output_dir, parameters=folders, log=log)
     for spec in corpora[1:]:
         with tempfile.TemporaryDirectory() as scratch:
@@ -248,6 +252,25 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
             parameters=parameters,
             log=log,
         )
+
+
+def reproduce_benchmark_figures(name: str, *, figures_dir=None, results_dir=None, output_dir=None, log=print):
+    """Execute :data:`BENCHMARK_NOTEBOOK` on the results of ``ragcal reproduce --benchmark NAME``.
+
+    Its figures go to ``figures/<name>/`` and the executed copy to
+    ``notebooks/``; only folders that differ from the notebook's own defaults
+    are injected (so the executed notebook of a checkout carries no machine paths).
+    """
+    figures_dir = Path(figures_dir or FIGURES_DIR / name).resolve()
+    results_dir = Path(results_dir or RESULTS_DIR / name).resolve()
+    parameters = {"benchmark": name}
+    if figures_dir != (FIGURES_DIR / name).resolve():
+        parameters["figures_dir"] = str(figures_dir)
+    if results_dir != (RESULTS_DIR / name).resolve():
+        parameters["results_dir"] = str(results_dir)
+    return execute_notebooks(
+        names=[BENCHMARK_NOTEBOOK], output_dir=Path(output_dir or NOTEBOOKS_DIR), parameters=parameters, log=log
+    )
 
 
 def _bundled_inputs(queries_path, corpus_dir) -> tuple:

@@ -1,0 +1,172 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · On data we did not write: SQuAD 2.0, split by article
+#
+# Every other notebook works on question sets written for this project. This one runs ragcal's defaults, untouched,
+# on half of the SQuAD 2.0 development set (8 Wikipedia articles, 301 paragraphs, 2,828 questions), imported with
+# `ragcal import-benchmark squad2`. Its unanswerable questions were written by crowd workers *against one paragraph*,
+# to look answerable from it, so retrieval finds exactly that paragraph: the hard case for retrieval signals.
+#
+# Questions about one article are not independent. Everything fitted here (thresholds, the learned gate) is fitted
+# on half the articles and counted on the other half, over every such split (C(8, 4) = 70), and the headline AUCs
+# carry an interval that resamples whole articles beside the usual one over questions.
+#
+# The tables come from `ragcal reproduce --benchmark squad2-A` (`results/squad2-A/`). Without them the study is
+# computed here on the articles of the `articles` parameter.
+
+# %% tags=["parameters"]
+benchmark = "squad2-A"
+results_dir = None  # written by `ragcal reproduce --benchmark`; None: results/<benchmark>/ of the project
+corpus_dir = None  # only when results_dir holds no results: the imported corpus (None: data/benchmarks/<benchmark>/)
+queries_path = None  # ... and its labeled queries with a `group` (article) column
+logged_signals = None  # ... and optionally logged signals joined by id (an LLM's llm_found_answer)
+articles = ["Normans", "Huguenot"]  # ... computed on these articles only (None: all of them)
+n_resamples = 2000  # bootstrap resamples of the figures' ROC intervals (and of a computed study)
+figures_dir = None  # None: figures/<benchmark>/ of the project
+
+# %%
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from ragcal.plotting import (
+    OperatingPointDisplay,
+    RiskCoverageDisplay,
+    RocDisplay,
+    ScoreDistributionDisplay,
+    figure_style,
+    save_figure,
+)
+from ragcal.signals import SIGNALS
+from ragcal.study.benchmark import BENCHMARKS, benchmark_study, read_benchmark_results
+from ragcal.study.benchmark_report import bundled_headline, spread
+from ragcal.study.notebooks import FIGURES_DIR, RESULTS_DIR
+
+figures_dir = Path(figures_dir or FIGURES_DIR / benchmark)
+results_dir = Path(results_dir or RESULTS_DIR / benchmark)
+computed_here = not (results_dir / "summary.md").is_file()
+if computed_here:
+    inputs = BENCHMARKS[benchmark]
+    results_dir = Path(tempfile.mkdtemp()) / benchmark
+    benchmark_study(
+        corpus_dir or inputs.corpus,
+        queries_path or inputs.queries,
+        results_dir,
+        logged_signals=logged_signals,
+        articles=articles,
+        n_resamples=n_resamples,
+        compare_with={},
+        log=None,
+    )
+tables = read_benchmark_results(results_dir)
+scores = tables["scores"]
+directions = {name: SIGNALS[name].higher_is_answerable for name in SIGNALS}
+print(
+    f"{'computed here' if computed_here else 'read from results'}: {len(scores):,} questions in "
+    f"{scores['group'].nunique()} articles; {scores['answerable'].sum():,} answerable"
+)
+
+# %% [markdown]
+# ## How well does each signal separate answerable from unanswerable?
+#
+# The headline signals (`dense_top1` and the best three others by AUC) and the logistic gate over all signals, whose
+# score is cross-fitted by article (each article scored by a model fitted on the others). Two 95% intervals: over
+# questions (as if independent) and over articles (whole articles resampled). The second is the honest one; with
+# only 8 articles it is itself rough, and tends to run narrow.
+
+# %%
+tables["auc_clustered"].round(3)
+
+# %% [markdown]
+# `dense_top1` per slice, with the `keep@0.95` threshold fitted on half the articles (median over the splits).
+
+# %%
+keep = tables["heldout"]
+keep = keep[(keep["signal"] == "dense_top1") & (keep["rule"] == "keep@0.95")]
+with figure_style():
+    figure, ax = plt.subplots(figsize=(7.6, 3.4), layout="constrained")
+distribution = ScoreDistributionDisplay.from_score_table(
+    scores, "dense_top1", thresholds={"keep@0.95 (median over article splits)": keep["threshold"].median()}
+).plot(ax=ax, kind="hist", name="dense_top1 on SQuAD 2.0, half A")
+save_figure(figure, f"{figures_dir}/score_distributions");
+
+# %% [markdown]
+# ROC of the headline signals and the learned gate (its cross-fitted score), with bootstrap bands for `dense_top1`
+# and the learned gate. A logged binary verdict (an LLM's own "I don't know"), when given, is a single point.
+
+# %%
+curves = list(tables["auc_clustered"]["signal"])
+roc = RocDisplay.from_score_table(scores, curves, directions=directions, n_resamples=n_resamples)
+roc.plot(bands=["dense_top1", "learned all"], name="SQuAD 2.0, half A")
+OperatingPointDisplay.from_table(tables["operating_points"], space="roc").plot(ax=roc.ax_)
+save_figure(roc.figure_, f"{figures_dir}/roc");
+
+# %% [markdown]
+# ## Thresholds held out by article
+#
+# Each rule fitted on half the articles and counted on the other half: the 2.5th, 50th and 97.5th percentile over
+# the splits.
+
+# %%
+measures = ["answerable_kept", "near_domain_refused", "threshold"]
+heldout = tables["heldout"].replace([float("inf"), float("-inf")], float("nan"))  # a rule that fell back: no threshold
+heldout.groupby(["signal", "rule"], sort=False)[measures].quantile([0.025, 0.5, 0.975]).unstack().round(3)
+
+# %% [markdown]
+# The learned gate, nested held out by article: model and threshold fitted on the calibration articles only.
+
+# %%
+tables["learned_gate"].groupby("gate")[["auc", "answerable_kept", "near_domain_refused"]].quantile(
+    [0.025, 0.5, 0.975]
+).unstack().round(3)
+
+# %% [markdown]
+# ## Risk-coverage
+#
+# Selective risk (unsupported answers over answers) against coverage. An answer is supported when the question is
+# answerable and a passage passed on is from its gold page.
+
+# %%
+with figure_style():
+    figure, ax = plt.subplots(figsize=(9.6, 4.4), layout="constrained")
+risk = RiskCoverageDisplay.from_results(tables["risk_coverage"], tables["risk_coverage_summary"])
+risk.plot(ax=ax, name="SQuAD 2.0, half A")
+OperatingPointDisplay.from_table(tables["operating_points"], space="risk-coverage").plot(ax=risk.ax_)
+save_figure(figure, f"{figures_dir}/risk_coverage");
+
+# %% [markdown]
+# ## By article against by question, and beside the bundled corpora
+#
+# The fitted numbers under the honest protocol (by article) and under a split by question, which lets questions of
+# one article sit on both sides. Then the bundled corpora's own numbers, read from their results.
+
+# %%
+tables["protocol_comparison"].round(3)
+
+# %%
+beside = {name: bundled_headline(RESULTS_DIR / name) for name in ("fastapi", "rust-book")}
+rows = {name: {measure: round(values[0], 3) for measure, values in numbers.items()} for name, numbers in beside.items()
+        if numbers is not None}
+areas = tables["risk_coverage_summary"]
+rows[benchmark] = {
+    "auc": round(tables["auc_clustered"].set_index("signal").loc["dense_top1", "auc"], 3),
+    "refused": round(spread(keep["unanswerable_refused"])[0], 3),
+    "kept": round(spread(keep["answerable_kept"])[0], 3),
+    "learned": round(spread(tables["learned_gate"].query("gate == 'learned all'")["auc"])[0], 3),
+    "aurc": round(areas.loc[(areas["name"] == "dense_top1") & (areas["measure"] == "aurc"), "value"].iloc[0], 3),
+}
+pd.DataFrame(rows).T
