@@ -29,7 +29,7 @@
 # %% tags=["parameters"]
 benchmark = "squad2-A"
 results_dir = None  # written by `ragcal reproduce --benchmark`; None: results/<benchmark>/ of the project
-corpus_dir = None  # only when results_dir holds no results: the imported corpus (None: data/benchmarks/<benchmark>/)
+corpus_dir = None  # only when results_dir holds no results: the imported corpus (None: imported from data/benchmarks/)
 queries_path = None  # ... and its labeled queries with a `group` (article) column
 logged_signals = None  # ... and optionally logged signals joined by id (an LLM's llm_found_answer)
 articles = ["Normans", "Huguenot"]  # ... computed on these articles only (None: all of them)
@@ -60,11 +60,12 @@ figures_dir = Path(figures_dir or FIGURES_DIR / benchmark)
 results_dir = Path(results_dir or RESULTS_DIR / benchmark)
 computed_here = not (results_dir / "summary.md").is_file()
 if computed_here:
-    inputs = BENCHMARKS[benchmark]
+    if corpus_dir is None or queries_path is None:  # imported from data/benchmarks/ (once, into the cache)
+        corpus_dir, queries_path = BENCHMARKS[benchmark].resolve()
     results_dir = Path(tempfile.mkdtemp()) / benchmark
     benchmark_study(
-        corpus_dir or inputs.corpus,
-        queries_path or inputs.queries,
+        corpus_dir,
+        queries_path,
         results_dir,
         logged_signals=logged_signals,
         articles=articles,

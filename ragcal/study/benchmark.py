@@ -80,24 +80,49 @@ __all__ = [
 
 @dataclass(frozen=True)
 class BenchmarkInputs:
-    """Where one benchmark's files are: an imported Markdown corpus, its labeled queries with a ``group`` column,
-    and optionally logged signals (a CSV with ``id`` and one column per signal, e.g. ``llm_found_answer``)."""
+    """Where one benchmark's files are: either an imported Markdown corpus and its labeled queries (with a
+    ``group`` column), or a ``source`` file in a public format that :meth:`resolve` imports with
+    :func:`ragcal.benchmarks.import_benchmark`; optionally logged signals (a CSV with ``id`` and one column per
+    signal, e.g. ``llm_found_answer``)."""
 
     name: str
     title: str
-    corpus: Path
-    queries: Path
+    corpus: Path | None = None
+    queries: Path | None = None
     logged: Path | None = None
+    source: Path | None = None
+    format: str | None = None
+
+    def resolve(self, *, cache_dir=None) -> tuple[Path, Path]:
+        """``(corpus folder, queries file)``: the given ones, or those imported from ``source``.
+
+        The import goes to ``<cache>/benchmarks/<name>-<first 12 hex digits of the source's sha256>/`` (the
+        embedding cache's folder, :func:`ragcal.embedding.cache.default_cache_dir`, unless ``cache_dir``) and is
+        reused while the source is unchanged: importing is deterministic, and a folder appears there only whole.
+        """
+        if self.source is None:
+            return Path(self.corpus), Path(self.queries)
+        from .._io import sha256_file
+        from ..benchmarks import import_benchmark
+        from ..embedding.cache import default_cache_dir
+
+        source = Path(self.source)
+        if not source.is_file():
+            raise FileNotFoundError(f"{source}: the {self.name} benchmark's source file is not there")
+        folder = Path(cache_dir or default_cache_dir()) / "benchmarks" / f"{self.name}-{sha256_file(source)[:12]}"
+        if not (folder / "queries.csv").is_file():
+            import_benchmark(self.format, source, folder, overwrite=True)
+        return folder / "corpus", folder / "queries.csv"
 
 
-#: The benchmarks ``ragcal reproduce --benchmark NAME`` knows: what ``ragcal import-benchmark`` writes under
+#: The benchmarks ``ragcal reproduce --benchmark NAME`` knows, imported from the files vendored under
 #: ``data/benchmarks/<name>/``.
 BENCHMARKS = {
     "squad2-A": BenchmarkInputs(
         "squad2-A",
         "SQuAD 2.0 dev set, half A (8 articles)",
-        DATA_DIR / "benchmarks" / "squad2-A" / "corpus",
-        DATA_DIR / "benchmarks" / "squad2-A" / "queries.csv",
+        source=DATA_DIR / "benchmarks" / "squad2-A" / "dev-v2.0-half-A.json",
+        format="squad2",
     ),
 }
 
@@ -276,6 +301,7 @@ def benchmark_study(
     max_splits: int | None = None,
     compare_with=None,
     random_state=0,
+    imported_from=None,
     log=print,
 ) -> dict:
     """Run the benchmark study on one imported benchmark and write ``results_dir`` (see the module docstring).
@@ -301,6 +327,10 @@ def benchmark_study(
     compare_with : dict of str to str or Path, default=None
         ``{title: results folder}`` of the corpora to set the numbers beside;
         ``results/fastapi`` and ``results/rust-book`` next to ``results_dir`` when None.
+    imported_from : str or Path, default=None
+        The public-format file the corpus and queries were imported from
+        (recorded in the provenance, with its sha256, instead of the import's
+        own folder).
     log : callable or None, default=print
         Called with one line per file written; None is silent.
 
@@ -315,6 +345,17 @@ def benchmark_study(
     table, queries, retrieved, config = score_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
     log(f"{name}: {len(table)} questions in {table[GROUP_COLUMN].nunique()} articles, {config['n_chunks']} chunks")
     config = {**config, "corpus": _project_relative(corpus_dir), "queries": _project_relative(queries_path)}
+    if imported_from is not None:
+        from .._io import sha256_file
+
+        source = _project_relative(imported_from)
+        config = {
+            **config,
+            "corpus": f"{source} -> corpus/",
+            "queries": f"{source} -> queries.csv",
+            "imported_from": source,
+            "imported_from_sha256": sha256_file(imported_from),
+        }
     write_score_table(results_dir / "scores.csv", table, config=config)
     log(f"wrote {results_dir / 'scores.csv'}")
     logged = []
@@ -442,27 +483,30 @@ def benchmark_study(
     return {**tables, "summary": summary}
 
 
-def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_splits=None, log=print) -> dict:
+def reproduce_benchmark(
+    name: str, results_dir="results", *, embedder=None, max_splits=None, cache_dir=None, log=print
+) -> dict:
     """``ragcal reproduce --benchmark NAME``: :func:`benchmark_study` on :data:`BENCHMARKS` ``[name]``, written to
     ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads)."""
     if name not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     inputs = BENCHMARKS[name]
-    for path in (inputs.corpus, inputs.queries):
+    corpus, queries = inputs.resolve(cache_dir=cache_dir)
+    for path in (corpus, queries):
         if not path.exists():
             raise FileNotFoundError(
-                f"{path}: not found; import the benchmark first (ragcal import-benchmark ... --out "
-                f"{inputs.queries.parent})"
+                f"{path}: not found; import the benchmark first (ragcal import-benchmark ... --out {queries.parent})"
             )
     return benchmark_study(
-        inputs.corpus,
-        inputs.queries,
+        corpus,
+        queries,
         Path(results_dir) / name,
         logged_signals=inputs.logged,
         name=name,
         title=inputs.title,
         embedder=embedder,
         max_splits=max_splits,
+        imported_from=inputs.source,
         log=log,
     )
 
