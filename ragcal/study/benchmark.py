@@ -50,7 +50,7 @@ from ..gates.learned import crossfit_scores
 from ..gates.support import bar_support, support_inputs
 from ..metrics import auc_table
 from ..queries import QueryFileError, load_queries
-from ..score_tables import check_numeric_columns, read_csv_table, write_score_table
+from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
 from .benchmark_stats import (
@@ -206,33 +206,20 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
 
 
 def join_logged_signals(table: pd.DataFrame, path) -> pd.DataFrame:
-    """``table`` with the numeric columns of a logged-signals CSV (``id`` plus one column per signal) joined by id.
+    """``table`` with the signals of a logged-signals file joined by id (:mod:`ragcal.logged_signals`).
 
-    Every question of ``table`` must be in the file (ids it has beyond them
-    are left out: the table may be a subset); a column the table already has,
-    a missing id or a non-numeric cell is an error naming the file.
+    The file is read and checked by :func:`ragcal.logged_signals.read_logged_signals` (long or wide; booleans
+    as 1/0; a non-numeric cell, a repeated id or a key column is an error naming the file and the line). Ids it
+    has beyond ``table`` are left out (the table may be a subset of articles); a question of ``table`` with no
+    value, or a column ``table`` already has, is an error (:func:`ragcal.logged_signals.join_signals`).
     """
-    path = Path(path)
-    logged = read_csv_table(path, what="logged signals")
-    if "id" not in logged.columns:
-        raise ValueError(f"{path}: missing column 'id' (the question id the signals are joined by)")
-    logged["id"] = logged["id"].astype(str).str.strip()
-    columns = [column for column in logged.columns if column not in KEY_COLUMNS]
-    clashing = [column for column in columns if column in table.columns]
-    if clashing:
-        raise ValueError(f"{path}: column(s) {clashing} are already in the score table")
-    if not columns:
-        raise ValueError(f"{path}: no signal column besides 'id'")
-    check_numeric_columns(logged, columns, source=str(path))
-    duplicated = logged["id"][logged["id"].duplicated()]
-    if len(duplicated):
-        raise ValueError(f"{path}: duplicate id(s) {list(duplicated[:5])}")
-    missing = sorted(set(table["id"].astype(str)) - set(logged["id"]))
-    if missing:
-        raise ValueError(f"{path}: {len(missing)} question(s) of the score table have no row, e.g. {missing[:5]}")
-    values = logged.set_index("id")[columns].astype(float)
-    keys = table["id"].astype(str)
-    return table.assign(**{column: keys.map(values[column]).to_numpy() for column in columns})
+    from dataclasses import replace
+
+    from ..logged_signals import join_signals, read_logged_signals
+
+    logged = read_logged_signals(path)
+    values = logged.values[logged.values.index.isin(table["id"].astype(str))]
+    return join_signals(table, replace(logged, values=values), source="the benchmark's score table")
 
 
 def _learned_signals(table: pd.DataFrame, logged: list) -> dict:

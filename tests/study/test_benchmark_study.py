@@ -159,16 +159,16 @@ def test_join_logged_signals_and_its_errors(tmp_path):
     joined = join_logged_signals(table, logged)
     assert joined["llm_found_answer"].tolist() == [1.0, 0.0]
     logged.write_text("id,llm_found_answer\nq1,1\n")
-    with pytest.raises(ValueError, match=r"llm.csv: 1 question\(s\) of the score table have no row, e.g. \['q2'\]"):
+    with pytest.raises(ValueError, match=r"llm.csv: no value for some questions .*llm_found_answer: 1 \(q2\)"):
         join_logged_signals(table, logged)
     logged.write_text("id,llm_found_answer\nq1,1\nq2,maybe\n")
-    with pytest.raises(ValueError, match="llm.csv.*line 3.*llm_found_answer"):
+    with pytest.raises(ValueError, match="llm.csv: 1 value.* not numbers.*line 3 .*llm_found_answer.*'maybe'"):
         join_logged_signals(table, logged)
     logged.write_text("id,query\nq1,x\nq2,y\n")
-    with pytest.raises(ValueError, match="no signal column"):
+    with pytest.raises(ValueError, match="'query' is a key column of score tables, not a signal"):
         join_logged_signals(table, logged)
     logged.write_text("question,llm_found_answer\nq1,1\n")
-    with pytest.raises(ValueError, match="missing column 'id'"):
+    with pytest.raises(ValueError, match="llm.csv: no 'id' column"):
         join_logged_signals(table, logged)
 
 
