@@ -10,6 +10,7 @@ it returns. One module per command group:
 - :mod:`ragcal.cli.serve`: ``serve`` (HTTP, the optional ``serve`` extra);
 - :mod:`ragcal.cli.monitor`: ``monitor`` (shift checks on an unlabeled live score log);
 - :mod:`ragcal.cli.review`: ``review`` (a review sample of a live log, and estimates from its labels);
+- :mod:`ragcal.cli.llm`: ``llm-abstain`` (an LLM's own "I don't know" per question, as a logged signal);
 - :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora).
 
 ``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
@@ -25,7 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, chunking, gates, monitor, review, scores, serve
+from . import calibrate, chunking, gates, llm, monitor, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -36,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (scores, calibrate, chunking, gates, serve, monitor, review, study_commands):
+    for group in (scores, calibrate, chunking, gates, serve, monitor, review, llm, study_commands):
         group.add_parsers(commands)
     return parser
 

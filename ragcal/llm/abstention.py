@@ -82,7 +82,9 @@ def verdict_schema(k: int) -> dict:
 
 #: Column name of the verdict in score tables and logged-signals files.
 SIGNAL_NAME = "llm_found_answer"
-VERDICT_COLUMNS = ("id", "found_answer", "answer", "citations", "seconds", "cached", "error")
+VERDICT_COLUMNS = (
+    "id", "found_answer", "answer", "citations", "seconds", "prompt_tokens", "completion_tokens", "cached", "error",
+)
 
 
 def verdict_messages(question: str, passages) -> list[dict]:
@@ -152,8 +154,10 @@ def llm_verdicts(
     DataFrame
         One row per question, in order: ``id``, ``found_answer`` (1.0, 0.0 or
         NaN), ``answer`` (str), ``citations`` (tuple of int), ``seconds``
-        (of the model's reply, also for a cached one), ``cached`` (bool),
-        ``error`` (why the reply was unparseable; empty otherwise).
+        (of the model's reply, also for a cached one), ``prompt_tokens`` and
+        ``completion_tokens`` (as the server reported them; NaN when it did
+        not or the reply was unparseable), ``cached`` (bool), ``error`` (why
+        the reply was unparseable; empty otherwise).
 
     Raises
     ------
@@ -204,8 +208,10 @@ def _ask(endpoint: ChatEndpoint, messages, schema: dict, sampling: dict) -> dict
     except LLMReplyError as error:  # the model's answer to this question: recorded, not fatal
         return {"found_answer": None, "answer": "", "citations": [], "error": str(error),
                 "seconds": time.perf_counter() - started}
-    return {"found_answer": float(reply["found_answer"]), "answer": reply["answer"],
-            "citations": list(reply["citations"]), "error": "", "seconds": time.perf_counter() - started}
+    message = reply.message
+    return {"found_answer": float(message["found_answer"]), "answer": message["answer"],
+            "citations": list(message["citations"]), "error": "", "seconds": time.perf_counter() - started,
+            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
 
 
 def _row(question_id: str, record: dict, cached: bool) -> dict:
@@ -216,9 +222,15 @@ def _row(question_id: str, record: dict, cached: bool) -> dict:
         "answer": str(record.get("answer", "")),
         "citations": tuple(int(number) for number in record.get("citations", ())),
         "seconds": float(record.get("seconds", math.nan)),
+        "prompt_tokens": _number(record.get("prompt_tokens")),
+        "completion_tokens": _number(record.get("completion_tokens")),
         "cached": cached,
         "error": str(record.get("error", "")),
     }
+
+
+def _number(value) -> float:
+    return math.nan if value is None else float(value)
 
 
 def verdict_summary(verdicts: pd.DataFrame, questions: pd.DataFrame, *, by: str = "slice",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .._params import check_float, check_int
 
-__all__ = ["ChatEndpoint", "LLMEndpointError", "LLMReplyError", "chat_json", "schema_problem"]
+__all__ = ["ChatEndpoint", "ChatReply", "LLMEndpointError", "LLMReplyError", "chat_json", "schema_problem"]
 
 
 class LLMEndpointError(OSError):
@@ -81,6 +81,15 @@ class ChatEndpoint:
     def fingerprint(self) -> dict:
         """What identifies the model behind the endpoint (not its address): name, file sha256, settings."""
         return {"model": self.model, "model_sha256": self.model_sha256, "settings": dict(self.settings)}
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One schema-matching reply: the parsed message, and the token counts the server reported (None if none)."""
+
+    message: dict
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 _JSON_TYPES = {
@@ -148,7 +157,7 @@ def chat_json(
     temperature: float = 0.0,
     seed: int = 0,
     max_tokens: int = 128,
-) -> dict:
+) -> ChatReply:
     """Ask ``endpoint`` one chat completion constrained to ``schema``; return the parsed message.
 
     Parameters
@@ -169,8 +178,9 @@ def chat_json(
 
     Returns
     -------
-    dict
-        The message content, parsed, matching ``schema``.
+    ChatReply
+        The message content, parsed, matching ``schema``, and the reply's
+        ``usage`` token counts when the server gives them.
 
     Raises
     ------
@@ -228,4 +238,9 @@ def chat_json(
     problem = schema_problem(reply, schema)
     if problem:
         raise LLMReplyError(f"{where}: the message does not match the schema: {problem}")
-    return reply
+    usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
+    return ChatReply(reply, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
