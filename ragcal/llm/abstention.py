@@ -37,13 +37,13 @@ from .client import ChatEndpoint, LLMReplyError, chat_json
 from .verdict_cache import VerdictCache, request_key
 
 __all__ = [
-    "SYSTEM_PROMPT",
     "ANSWER_MAX_CHARS",
-    "verdict_schema",
     "SIGNAL_NAME",
+    "SYSTEM_PROMPT",
     "VERDICT_COLUMNS",
-    "verdict_messages",
     "llm_verdicts",
+    "verdict_messages",
+    "verdict_schema",
     "verdict_summary",
     "write_llm_signals",
     "write_verdicts",
@@ -83,7 +83,15 @@ def verdict_schema(k: int) -> dict:
 #: Column name of the verdict in score tables and logged-signals files.
 SIGNAL_NAME = "llm_found_answer"
 VERDICT_COLUMNS = (
-    "id", "found_answer", "answer", "citations", "seconds", "prompt_tokens", "completion_tokens", "cached", "error",
+    "id",
+    "found_answer",
+    "answer",
+    "citations",
+    "seconds",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached",
+    "error",
 )
 
 
@@ -206,12 +214,23 @@ def _ask(endpoint: ChatEndpoint, messages, schema: dict, sampling: dict) -> dict
     try:
         reply = chat_json(endpoint, messages, schema=schema, schema_name="verdict", **sampling)
     except LLMReplyError as error:  # the model's answer to this question: recorded, not fatal
-        return {"found_answer": None, "answer": "", "citations": [], "error": str(error),
-                "seconds": time.perf_counter() - started}
+        return {
+            "found_answer": None,
+            "answer": "",
+            "citations": [],
+            "error": str(error),
+            "seconds": time.perf_counter() - started,
+        }
     message = reply.message
-    return {"found_answer": float(message["found_answer"]), "answer": message["answer"],
-            "citations": list(message["citations"]), "error": "", "seconds": time.perf_counter() - started,
-            "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    return {
+        "found_answer": float(message["found_answer"]),
+        "answer": message["answer"],
+        "citations": list(message["citations"]),
+        "error": "",
+        "seconds": time.perf_counter() - started,
+        "prompt_tokens": reply.prompt_tokens,
+        "completion_tokens": reply.completion_tokens,
+    }
 
 
 def _row(question_id: str, record: dict, cached: bool) -> dict:
@@ -233,8 +252,9 @@ def _number(value) -> float:
     return math.nan if value is None else float(value)
 
 
-def verdict_summary(verdicts: pd.DataFrame, questions: pd.DataFrame, *, by: str = "slice",
-                    confidence: float = 0.95) -> pd.DataFrame:
+def verdict_summary(
+    verdicts: pd.DataFrame, questions: pd.DataFrame, *, by: str = "slice", confidence: float = 0.95
+) -> pd.DataFrame:
     """Verdict counts per group, with the found-answer rate and its exact (Clopper-Pearson) interval.
 
     Parameters
@@ -267,9 +287,17 @@ def verdict_summary(verdicts: pd.DataFrame, questions: pd.DataFrame, *, by: str 
     for name, part in groups:
         found = int((part["found_answer"] == 1.0).sum())
         not_found = int((part["found_answer"] == 0.0).sum())
-        rows.append({"group": name, "questions": len(part), "found": found, "not_found": not_found,
-                     "unparseable": int(part["found_answer"].isna().sum()),
-                     "seconds_mean": float(part["seconds"].mean()), "cached": int(part["cached"].sum())})
+        rows.append(
+            {
+                "group": name,
+                "questions": len(part),
+                "found": found,
+                "not_found": not_found,
+                "unparseable": int(part["found_answer"].isna().sum()),
+                "seconds_mean": float(part["seconds"].mean()),
+                "cached": int(part["cached"].sum()),
+            }
+        )
     summary = pd.DataFrame(rows)
     parseable = summary["found"] + summary["not_found"]
     low, high = clopper_pearson(summary["found"], parseable, confidence=confidence)

@@ -135,9 +135,9 @@ def schema_problem(value, schema: Mapping, *, where: str = "reply") -> str | Non
                     return problem
     if isinstance(value, str) and len(value) > schema.get("maxLength", math.inf):
         return f"{where}: longer than {schema['maxLength']} characters"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < schema.get("minimum", -math.inf) or value > schema.get("maximum", math.inf):
-            return f"{where}: {value} is outside [{schema.get('minimum', '-inf')}, {schema.get('maximum', 'inf')}]"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and not schema.get("minimum", -math.inf) <= value <= schema.get("maximum", math.inf):
+        return f"{where}: {value} is outside [{schema.get('minimum', '-inf')}, {schema.get('maximum', 'inf')}]"
     if isinstance(value, list) and len(value) > schema.get("maxItems", math.inf):
         return f"{where}: more than {schema['maxItems']} items"
     if isinstance(value, list) and "items" in schema:
@@ -216,7 +216,9 @@ def chat_json(
             raw = response.read()
     except urllib.error.HTTPError as error:
         detail = " ".join(error.read(300).decode("utf-8", "replace").split())
-        raise LLMEndpointError(f"{where}: HTTP {error.code} {error.reason}" + (f": {detail}" if detail else "")) from None
+        raise LLMEndpointError(
+            f"{where}: HTTP {error.code} {error.reason}" + (f": {detail}" if detail else "")
+        ) from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise LLMEndpointError(f"{where}: cannot be reached ({reason})") from None

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .._params import check_int
 
-__all__ = ["dense_contexts", "candidate_contexts", "sample_questions", "questions_with_contexts"]
+__all__ = ["candidate_contexts", "dense_contexts", "questions_with_contexts", "sample_questions"]
 
 
 def dense_contexts(questions: pd.DataFrame, index, *, k: int = 1) -> list[list[str]]:

@@ -40,12 +40,12 @@ from .._params import check_int
 from .client import ChatEndpoint
 
 __all__ = [
-    "DEFAULT_GGUF_PACKAGE",
     "DEFAULT_GGUF_FILE",
-    "XLLAMACPP_INSTALL",
+    "DEFAULT_GGUF_PACKAGE",
     "SMOLLM2_INSTALL",
-    "LocalServerError",
+    "XLLAMACPP_INSTALL",
     "LocalLLMServer",
+    "LocalServerError",
     "default_gguf_path",
 ]
 
@@ -105,8 +105,9 @@ class LocalLLMServer:
         The child's process id while it runs.
     """
 
-    def __init__(self, gguf=None, *, threads: int = 2, seed: int = 0, context_size: int = 4096,
-                 startup_timeout: float = 120.0):
+    def __init__(
+        self, gguf=None, *, threads: int = 2, seed: int = 0, context_size: int = 4096, startup_timeout: float = 120.0
+    ):
         self.gguf = Path(gguf) if gguf is not None else None
         self.threads = check_int(threads, "threads", "LocalLLMServer", low=1)
         self.seed = check_int(seed, "seed", "LocalLLMServer", low=0)
@@ -132,13 +133,25 @@ class LocalLLMServer:
         settings = {"threads": self.threads, "seed": self.seed, "context_size": self.context_size}
         log = tempfile.NamedTemporaryFile(prefix="ragcal-llm-server-", suffix=".log", delete=False)
         self._log_path = Path(log.name)
-        command = [sys.executable, "-m", "ragcal.llm.local_server", "--model", str(gguf),
-                   *(f"--{name.replace('_', '-')}={value}" for name, value in settings.items())]
+        command = [
+            sys.executable,
+            "-m",
+            "ragcal.llm.local_server",
+            "--model",
+            str(gguf),
+            *(f"--{name.replace('_', '-')}={value}" for name, value in settings.items()),
+        ]
         with log:
             self._process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get(
-                    "PYTHONPATH")]))},
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={
+                    **os.environ,
+                    "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")])),
+                },
             )
         try:
             url = self._wait_for_address(gguf)
@@ -190,7 +203,7 @@ class LocalLLMServer:
             self._log_path.unlink(missing_ok=True)
             self._log_path = None
 
-    def __enter__(self) -> "LocalLLMServer":
+    def __enter__(self) -> LocalLLMServer:
         self.start()
         return self
 
@@ -238,7 +251,7 @@ def _serve(arguments) -> None:
     server = xllamacpp.Server(params)
     print(json.dumps({"address": server.listening_address}), flush=True)
     sys.stdin.read()  # returns when the parent closes the pipe or dies; SIGTERM ends the process before
-    os._exit(0)
+    del server  # stops its HTTP thread and frees the model before the interpreter exits
 
 
 if __name__ == "__main__":

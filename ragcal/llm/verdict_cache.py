@@ -75,7 +75,7 @@ class VerdictCache:
     def __len__(self) -> int:
         return self._connection.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
 
-    def __enter__(self) -> "VerdictCache":
+    def __enter__(self) -> VerdictCache:
         return self
 
     def __exit__(self, *exc) -> None:

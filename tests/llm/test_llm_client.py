@@ -10,11 +10,13 @@ import math
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pandas as pd
 import pytest
 from scipy.stats import beta
 
+from ragcal.benchmarks.candidates import read_candidates_jsonl
 from ragcal.llm import (
     SYSTEM_PROMPT,
     ChatEndpoint,
@@ -31,20 +33,21 @@ from ragcal.llm import (
 from ragcal.llm.abstention import verdict_messages
 from ragcal.llm.client import schema_problem
 from ragcal.llm.contexts import candidate_contexts
-from ragcal.benchmarks.candidates import read_candidates_jsonl
 
 
 def _completion(content: str, finish_reason: str = "stop") -> bytes:
     return json.dumps(
         {
-            "choices": [{"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}],
+            "choices": [
+                {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}
+            ],
             "usage": {"prompt_tokens": 40, "completion_tokens": 12},
         }
     ).encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
-    requests: list = []
+    requests: ClassVar[list] = []
 
     def log_message(self, *args):  # keep pytest's output clean
         pass
@@ -56,7 +59,11 @@ class _Handler(BaseHTTPRequestHandler):
         question = body["messages"][-1]["content"]
         if mode == "ok":
             found = "capital" in question
-            payload = _completion(json.dumps({"found_answer": found, "answer": "Paris" if found else "", "citations": [1] if found else []}))
+            payload = _completion(
+                json.dumps(
+                    {"found_answer": found, "answer": "Paris" if found else "", "citations": [1] if found else []}
+                )
+            )
         elif mode == "500":
             self.send_response(500)
             self.end_headers()
@@ -99,7 +106,9 @@ MESSAGES = verdict_messages("What is the capital of France?", ["Paris is the cap
 
 
 def test_a_valid_reply_is_parsed_and_the_request_is_what_the_seeds_ask(tiny_server, requests_seen):
-    reply = chat_json(ChatEndpoint(f"{tiny_server}/ok", "tiny"), MESSAGES, schema=verdict_schema(1), seed=7, max_tokens=50)
+    reply = chat_json(
+        ChatEndpoint(f"{tiny_server}/ok", "tiny"), MESSAGES, schema=verdict_schema(1), seed=7, max_tokens=50
+    )
     assert reply.message == {"found_answer": True, "answer": "Paris", "citations": [1]}
     assert (reply.prompt_tokens, reply.completion_tokens) == (40, 12)
     path, body = requests_seen[0]
@@ -251,7 +260,9 @@ def test_the_summary_counts_per_slice_with_exact_intervals():
             "cached": [False, True, False, False],
         }
     )
-    questions = pd.DataFrame({"id": ["q1", "q2", "q3", "q4"], "slice": ["a", "a", "a", "b"], "answerable": [1, 1, 1, 0]})
+    questions = pd.DataFrame(
+        {"id": ["q1", "q2", "q3", "q4"], "slice": ["a", "a", "a", "b"], "answerable": [1, 1, 1, 0]}
+    )
     summary = verdict_summary(verdicts, questions).set_index("group")
     assert summary.index.tolist() == ["a", "b", "all"]
     assert summary.loc["a", ["questions", "found", "not_found", "unparseable", "cached"]].tolist() == [3, 1, 1, 1, 1]
@@ -269,8 +280,13 @@ def test_the_summary_counts_per_slice_with_exact_intervals():
 
 def test_the_signal_file_is_wide_or_long_with_an_empty_cell_for_unparseable(tmp_path):
     verdicts = pd.DataFrame(
-        {"id": ["q1", "q2", "q3"], "found_answer": [1.0, 0.0, math.nan], "answer": ["a, b", "", ""],
-         "citations": [(1, 2), (), ()], "seconds": [0.5, 0.25, 1.0]}
+        {
+            "id": ["q1", "q2", "q3"],
+            "found_answer": [1.0, 0.0, math.nan],
+            "answer": ["a, b", "", ""],
+            "citations": [(1, 2), (), ()],
+            "seconds": [0.5, 0.25, 1.0],
+        }
     )
     wide = write_llm_signals(verdicts, tmp_path / "wide.csv")
     assert wide.read_text() == "id,llm_found_answer\nq1,1\nq2,0\nq3,\n"
@@ -298,8 +314,12 @@ def test_a_stratified_sample_keeps_each_slice_in_proportion_and_file_order():
 def test_candidate_contexts_are_the_first_k_passages_with_their_titles(tmp_path):
     path = tmp_path / "candidates.jsonl"
     lines = [
-        {"id": "q1", "query": "Q1?", "answerable": True,
-         "passages": [{"id": "p1", "title": "Paris", "text": "Paris is in France."}, {"id": "p2", "text": "Other."}]},
+        {
+            "id": "q1",
+            "query": "Q1?",
+            "answerable": True,
+            "passages": [{"id": "p1", "title": "Paris", "text": "Paris is in France."}, {"id": "p2", "text": "Other."}],
+        },
         {"id": "q2", "query": "Q2?", "answerable": False, "passages": []},
     ]
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
