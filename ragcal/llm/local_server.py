@@ -130,7 +130,12 @@ class LocalLLMServer:
         gguf = self.gguf if self.gguf is not None else default_gguf_path()
         if not gguf.is_file():
             raise LocalServerError(f"{gguf}: model file not found")
-        settings = {"threads": self.threads, "seed": self.seed, "context_size": self.context_size}
+        settings = {
+            "threads": self.threads,
+            "seed": self.seed,
+            "context_size": self.context_size,
+            "prompt_cache": False,
+        }
         log = tempfile.NamedTemporaryFile(prefix="ragcal-llm-server-", suffix=".log", delete=False)
         self._log_path = Path(log.name)
         command = [
@@ -139,7 +144,7 @@ class LocalLLMServer:
             "ragcal.llm.local_server",
             "--model",
             str(gguf),
-            *(f"--{name.replace('_', '-')}={value}" for name, value in settings.items()),
+            *(f"--{name.replace('_', '-')}={settings[name]}" for name in ("threads", "seed", "context_size")),
         ]
         with log:
             self._process = subprocess.Popen(
@@ -248,6 +253,10 @@ def _serve(arguments) -> None:
     params.cpuparams.n_threads = arguments.threads
     params.cpuparams_batch.n_threads = arguments.threads
     params.sampling.seed = arguments.seed
+    # No reuse of the previous request's KV cache: a prompt evaluated in other batch splits gives slightly other
+    # floats, which flipped greedy verdicts between runs (1 in 100 on SQuAD); from scratch, a reply depends only
+    # on its own request.
+    params.cache_prompt = False
     server = xllamacpp.Server(params)
     print(json.dumps({"address": server.listening_address}), flush=True)
     sys.stdin.read()  # returns when the parent closes the pipe or dies; SIGTERM ends the process before

@@ -60,7 +60,7 @@ def test_the_server_listens_on_loopback_and_is_stopped_by_its_pid(local_server):
     endpoint = local_server.endpoint
     assert endpoint.url.startswith("http://127.0.0.1:") and int(endpoint.url.rsplit(":", 1)[1]) > 0
     assert endpoint.model == DEFAULT_GGUF_FILE and len(endpoint.model_sha256) == 64
-    assert endpoint.settings == {"threads": 2, "seed": 0, "context_size": 4096}
+    assert endpoint.settings == {"threads": 2, "seed": 0, "context_size": 4096, "prompt_cache": False}
     assert _running(local_server.pid)
 
 
