@@ -83,7 +83,8 @@ class BenchmarkInputs:
     """Where one benchmark's files are: either an imported Markdown corpus and its labeled queries (with a
     ``group`` column), or a ``source`` file in a public format that :meth:`resolve` imports with
     :func:`ragcal.benchmarks.import_benchmark`; optionally logged signals (a CSV with ``id`` and one column per
-    signal, e.g. ``llm_found_answer``)."""
+    signal, e.g. ``llm_found_answer``). With ``llm_sample`` and no ``logged`` file, reproducing asks the local LLM
+    about that many questions (:func:`ragcal.study.benchmark_llm.llm_baseline`) and joins its verdicts."""
 
     name: str
     title: str
@@ -92,6 +93,7 @@ class BenchmarkInputs:
     logged: Path | None = None
     source: Path | None = None
     format: str | None = None
+    llm_sample: int | None = None
 
     def resolve(self, *, cache_dir=None) -> tuple[Path, Path]:
         """``(corpus folder, queries file)``: the given ones, or those imported from ``source``.
@@ -123,6 +125,7 @@ BENCHMARKS = {
         "SQuAD 2.0 dev set, half A (8 articles)",
         source=DATA_DIR / "benchmarks" / "squad2-A" / "dev-v2.0-half-A.json",
         format="squad2",
+        llm_sample=300,  # the local LLM's verdicts on a stratified sample (ragcal.study.benchmark_llm)
     ),
 }
 
@@ -205,27 +208,35 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
     return table, queries, retrieved, dict(index.config)
 
 
-def join_logged_signals(table: pd.DataFrame, path) -> pd.DataFrame:
-    """``table`` with the signals of a logged-signals file joined by id (:mod:`ragcal.logged_signals`).
+def join_logged_signals(table: pd.DataFrame, path, *, allow_missing: bool = False):
+    """``(table, logged)``: ``table`` with the signals of a logged-signals file joined by id, and a boolean
+    array, one per row, saying which questions the file has a row for.
 
     The file is read and checked by :func:`ragcal.logged_signals.read_logged_signals` (long or wide; booleans
-    as 1/0; a non-numeric cell, a repeated id or a key column is an error naming the file and the line). Ids it
-    has beyond ``table`` are left out (the table may be a subset of articles); a question of ``table`` with no
-    value, or a column ``table`` already has, is an error (:func:`ragcal.logged_signals.join_signals`).
+    as 1/0; an empty cell is a missing value; a non-numeric cell, a repeated id or a key column is an error naming
+    the file and the line). Ids it has beyond ``table`` are left out (the table may be a subset of articles). A
+    question of ``table`` with no value, or a column ``table`` already has, is an error
+    (:func:`ragcal.logged_signals.join_signals`) unless ``allow_missing``: then it is NaN (an LLM run on a
+    sample of the questions, or a reply that could not be read).
     """
     from dataclasses import replace
 
     from ..logged_signals import join_signals, read_logged_signals
 
     logged = read_logged_signals(path)
-    values = logged.values[logged.values.index.isin(table["id"].astype(str))]
-    return join_signals(table, replace(logged, values=values), source="the benchmark's score table")
+    ids = table["id"].astype(str)
+    values = logged.values[logged.values.index.isin(ids)]
+    joined = join_signals(
+        table, replace(logged, values=values), allow_missing=allow_missing, source="the benchmark's score table"
+    )
+    return joined, ids.isin(values.index).to_numpy()
 
 
 def _learned_signals(table: pd.DataFrame, logged: list) -> dict:
-    """``{gate name: signals}``: all registered continuous signals, and with the logged ones added when any."""
+    """``{gate name: signals}``: all registered continuous signals, and with the logged ones added when every
+    question has a value of each (a signal logged for a sample of the questions is no feature for all of them)."""
     sets = {"learned all": tuple(candidate_sets(table).get("all", ()))}
-    if logged:
+    if logged and table[logged].notna().all().all():
         sets["learned all + logged"] = sets["learned all"] + tuple(logged)
     return {name: signals for name, signals in sets.items() if signals}
 
@@ -345,9 +356,9 @@ def benchmark_study(
         }
     write_score_table(results_dir / "scores.csv", table, config=config)
     log(f"wrote {results_dir / 'scores.csv'}")
-    logged = []
+    logged, in_logged_file = [], np.zeros(len(table), dtype=bool)
     if logged_signals is not None:
-        joined = join_logged_signals(table, logged_signals)
+        joined, in_logged_file = join_logged_signals(table, logged_signals, allow_missing=True)
         logged = [column for column in joined.columns if column not in table.columns]
         table = joined
     directions = _directions(table)
@@ -437,8 +448,11 @@ def benchmark_study(
     curves, areas = risk_coverage_study(inputs, table, n_resamples=n_resamples, random_state=random_state)
     _write(results_dir, "risk_coverage", curves, log)
     _write(results_dir, "risk_coverage_summary", areas, log)
+    # A binary logged signal is counted on the questions its file has (an LLM run on a sample); a row there with
+    # no value (a reply that could not be read) counts as an abstention, as a deployed system would treat it.
     points = operating_points(
-        table, binary, dense_levels > -math.inf, n_resamples=n_resamples, random_state=random_state
+        table[in_logged_file], binary, (dense_levels > -math.inf)[in_logged_file], n_resamples=n_resamples,
+        random_state=random_state,
     ) if binary else pd.DataFrame(columns=["name", "space", "x", "x_low", "x_high", "y", "y_low", "y_high"])
     _write(results_dir, "operating_points", points, log)
 
@@ -484,11 +498,21 @@ def reproduce_benchmark(
             raise FileNotFoundError(
                 f"{path}: not found; import the benchmark first (ragcal import-benchmark ... --out {queries.parent})"
             )
+    logged = inputs.logged
+    if logged is None and inputs.llm_sample:
+        from .benchmark_llm import llm_baseline
+
+        baseline = llm_baseline(
+            corpus, queries, Path(results_dir) / name, sample=inputs.llm_sample, cache_dir=cache_dir, log=log
+        )
+        if baseline.skipped and log:
+            log(f"no LLM baseline: {baseline.skipped}")
+        logged = baseline.signals
     return benchmark_study(
         corpus,
         queries,
         Path(results_dir) / name,
-        logged_signals=inputs.logged,
+        logged_signals=logged,
         name=name,
         title=inputs.title,
         embedder=embedder,

@@ -156,8 +156,11 @@ def test_join_logged_signals_and_its_errors(tmp_path):
     table = pd.DataFrame({"id": ["q1", "q2"], "query": "q", "answerable": [True, False], "slice": "s"})
     logged = tmp_path / "llm.csv"
     logged.write_text("id,llm_found_answer\nq2,0\nq1,1\nq9,1\n")  # another order, and an id beyond the table
-    joined = join_logged_signals(table, logged)
-    assert joined["llm_found_answer"].tolist() == [1.0, 0.0]
+    joined, in_file = join_logged_signals(table, logged)
+    assert joined["llm_found_answer"].tolist() == [1.0, 0.0] and in_file.tolist() == [True, True]
+    logged.write_text("id,llm_found_answer\nq2,\nq9,1\n")  # a sample: q1 not asked, q2's reply unreadable
+    joined, in_file = join_logged_signals(table, logged, allow_missing=True)
+    assert np.isnan(joined["llm_found_answer"]).all() and in_file.tolist() == [False, True]
     logged.write_text("id,llm_found_answer\nq1,1\n")
     with pytest.raises(ValueError, match=r"llm.csv: no value for some questions .*llm_found_answer: 1 \(q2\)"):
         join_logged_signals(table, logged)
@@ -294,3 +297,26 @@ def test_reproduce_benchmark_from_the_command_line(tmp_path, monkeypatch, capsys
     summary = (results / "fake" / "summary.md").read_text()
     assert summary.startswith("# Results: Three fake articles") and "3 splits" in summary
     assert "no results in fastapi/" in summary  # no bundled results beside this results folder
+
+
+@pytest.mark.slow
+def test_llm_baseline_asks_the_local_model_about_a_stratified_sample(tmp_path):
+    from ragcal.study.benchmark_llm import llm_baseline
+
+    corpus, queries = write_benchmark(tmp_path / "fake")
+    out = tmp_path / "results"
+    baseline = llm_baseline(corpus, queries, out, sample=4, log=None)
+    assert not baseline.skipped
+    signals = pd.read_csv(baseline.signals, dtype={"id": str})
+    labeled = pd.read_csv(queries, dtype={"id": str})
+    assert list(signals.columns) == ["id", "llm_found_answer"] and len(signals) == 4
+    assert set(signals["id"]) <= set(labeled["id"])
+    # Stratified by slice: both slices of the fake benchmark are asked about.
+    assert labeled.set_index("id").loc[signals["id"], "slice"].nunique() == 2
+    assert signals["llm_found_answer"].dropna().isin([0.0, 1.0]).all()
+    details = pd.read_csv(baseline.details, dtype={"id": str})
+    assert list(details["id"]) == list(signals["id"])
+    # A second run is answered from the verdict cache, with the same verdicts.
+    again = llm_baseline(corpus, queries, tmp_path / "again", sample=4, log=None)
+    assert pd.read_csv(again.details, dtype={"id": str})["cached"].all()
+    pd.testing.assert_frame_equal(pd.read_csv(again.signals, dtype={"id": str}), signals)
