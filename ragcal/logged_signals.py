@@ -169,14 +169,16 @@ def _position(unit: str, index) -> str:
 
 
 def _parse_values(cells: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Float values of text cells (true/false/yes/no as 1/0, empty and 'nan' as NaN) and a mask of bad cells."""
+    """Float values of text cells (true/false/yes/no as 1/0, empty and 'nan' as NaN) and a mask of bad cells
+    (text, and infinite numbers)."""
     text = cells.astype(str).str.strip()
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
     words = text.str.lower().map(BOOLEAN_VALUES).to_numpy(dtype=float)
     unparsed = np.isnan(numbers)
     values = np.where(unparsed, words, numbers)
     bad = unparsed & np.isnan(words) & (text != "").to_numpy() & (text.str.lower() != "nan").to_numpy()
-    return values, bad
+    infinite = np.isinf(values)  # no threshold, AUC or learned gate can use an infinite score
+    return np.where(infinite, np.nan, values), bad | infinite
 
 
 def _check_ids(ids: pd.Series, source: str, unit: str) -> pd.Series:
@@ -193,7 +195,7 @@ def _bad_cell_error(problems: list, source: str) -> ValueError:
     )
     more = f"; and {len(problems) - LISTED} more" if len(problems) > LISTED else ""
     return ValueError(
-        f"{source}: {len(problems)} value(s) are not numbers (expected a number, true/false or yes/no; "
+        f"{source}: {len(problems)} value(s) are not numbers (expected a finite number, true/false or yes/no; "
         f"empty for a missing value): {listed}{more}"
     )
 

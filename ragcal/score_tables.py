@@ -228,13 +228,14 @@ def _wanted_columns(available, required, source, *, optional=("id",)) -> list[st
 
 
 def read_csv_table(path, *, what: str = "score table") -> pd.DataFrame:
-    """Read a whole CSV (every column, pandas types) with errors that name the file, a foreign delimiter included."""
+    """Read a whole CSV (every column, pandas types; ``id`` as text, so ``001`` stays ``001``) with errors that name
+    the file, a foreign delimiter included."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: {what} not found")
     check_csv_delimiter(path)
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(path, dtype={"id": str})
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
 

@@ -221,3 +221,25 @@ def test_provenance_records_directions_and_the_file_and_round_trips(tmp_path):
     ]
     assert json.loads((tmp_path / "joined.meta.json").read_text())["table_sha256"]
     assert pd.read_csv(out)["llm_found"].tolist() == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+
+
+def test_infinite_values_are_refused_with_their_line(tmp_path):
+    from ragcal.logged_signals import read_logged_signals
+
+    path = tmp_path / "inf.csv"
+    path.write_text("id,judge\nq1,0.5\nq2,inf\nq3,-inf\n")
+    with pytest.raises(ValueError, match=r"inf.csv: 2 value\(s\) are not numbers \(expected a finite number.*line 3"):
+        read_logged_signals(path)
+
+
+def test_join_keeps_ids_with_leading_zeros(tmp_path):
+    from ragcal.cli import main
+
+    scores = tmp_path / "scores.csv"
+    scores.write_text("id,query,answerable,slice,dense_top1\n001,a,true,answerable,0.9\n002,b,false,unrelated,0.1\n")
+    logged = tmp_path / "judge.csv"
+    logged.write_text("id,judge\n002,0.2\n001,0.8\n")
+    out = tmp_path / "joined.csv"
+    assert main(["join", str(scores), str(logged), "--out", str(out), "--direction", "judge=higher"]) == 0
+    joined = pd.read_csv(out, dtype={"id": str})
+    assert joined["id"].tolist() == ["001", "002"] and joined["judge"].tolist() == [0.8, 0.2]

@@ -95,4 +95,6 @@ def run_llm_abstain(args) -> int:
     print(f"{endpoint.model} at {endpoint.chat_url}, k={args.k}, max_tokens={args.llm_max_tokens}, seed={args.seed}")
     print(summary.to_string(index=False, float_format=lambda value: f"{value:.3f}"))
     print(f"wrote {args.out} ({len(verdicts)} questions)" + (f" and {args.details}" if args.details else ""))
+    if not args.long:  # the long file declares it; a wide one cannot
+        print(f"join it with: ragcal join SCORES.csv {args.out} --direction llm_found_answer=higher --out JOINED.csv")
     return 0

@@ -316,7 +316,10 @@ def write_llm_signals(verdicts: pd.DataFrame, path, *, layout: str = "wide", nam
         From :func:`llm_verdicts`.
     path : str or Path
     layout : {"wide", "long"}, default="wide"
-        ``wide``: ``id,llm_found_answer``; ``long``: ``id,name,value``.
+        ``wide``: ``id,llm_found_answer``; ``long``: ``id,name,value,direction``
+        with the direction declared (``higher``: 1, "found the answer", means
+        answerable), so that ``ragcal join`` need not infer it from labels.
+        Joining the wide file, say so: ``--direction llm_found_answer=higher``.
         An unparseable reply is an empty cell (NaN).
     name : str, default="llm_found_answer"
 
@@ -328,7 +331,9 @@ def write_llm_signals(verdicts: pd.DataFrame, path, *, layout: str = "wide", nam
     check_choice(layout, "layout", "write_llm_signals", ("wide", "long"))
     values = verdicts[["id", "found_answer"]].rename(columns={"found_answer": name})
     if layout == "long":
-        values = pd.DataFrame({"id": verdicts["id"], "name": name, "value": verdicts["found_answer"]})
+        values = pd.DataFrame(
+            {"id": verdicts["id"], "name": name, "value": verdicts["found_answer"], "direction": "higher"}
+        )
     path = Path(path)
     atomic_write_text(path, values.to_csv(index=False, lineterminator="\n", float_format="%g"))
     return path

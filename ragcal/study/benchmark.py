@@ -49,6 +49,7 @@ from ..gates import support_levels
 from ..gates.learned import crossfit_scores
 from ..gates.support import bar_support, support_inputs
 from ..metrics import auc_table
+from ..metrics.binary import is_binary_signal
 from ..queries import QueryFileError, load_queries
 from ..score_tables import write_score_table
 from ..scoring import score_table
@@ -71,7 +72,7 @@ __all__ = [
     "BenchmarkInputs",
     "BENCHMARKS",
     "score_benchmark",
-    "join_logged_signals",
+    "join_logged_file",
     "protocol_comparison",
     "benchmark_study",
     "reproduce_benchmark",
@@ -140,10 +141,12 @@ def _project_relative(path) -> str:
     return resolved.relative_to(root).as_posix() if resolved.is_relative_to(root) else Path(path).name
 
 
-def _directions(table: pd.DataFrame) -> dict:
-    """``higher_is_answerable`` of every registered signal of ``table``; other numeric columns (logged) True."""
+def _directions(table: pd.DataFrame, declared=None) -> dict:
+    """``higher_is_answerable`` of every registered signal of ``table``; of a logged column, its file's declared
+    direction (``{"name": "higher" | "lower"}``), else True (an LLM's ``found_answer``: 1 means answerable)."""
+    declared = declared or {}
     return {
-        name: SIGNALS[name].higher_is_answerable if name in SIGNALS else True
+        name: SIGNALS[name].higher_is_answerable if name in SIGNALS else declared.get(name, "higher") == "higher"
         for name in table.columns
         if name not in KEY_COLUMNS and pd.api.types.is_numeric_dtype(table[name])
     }
@@ -208,9 +211,9 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
     return table, queries, retrieved, dict(index.config)
 
 
-def join_logged_signals(table: pd.DataFrame, path, *, allow_missing: bool = False):
-    """``(table, logged)``: ``table`` with the signals of a logged-signals file joined by id, and a boolean
-    array, one per row, saying which questions the file has a row for.
+def join_logged_file(table: pd.DataFrame, path, *, allow_missing: bool = False):
+    """``(table, in_file, directions)``: ``table`` with the signals of a logged-signals file joined by id, a
+    boolean array, one per row, saying which questions the file has a row for, and the file's declared directions.
 
     The file is read and checked by :func:`ragcal.logged_signals.read_logged_signals` (long or wide; booleans
     as 1/0; an empty cell is a missing value; a non-numeric cell, a repeated id or a key column is an error naming
@@ -229,7 +232,7 @@ def join_logged_signals(table: pd.DataFrame, path, *, allow_missing: bool = Fals
     joined = join_signals(
         table, replace(logged, values=values), allow_missing=allow_missing, source="the benchmark's score table"
     )
-    return joined, ids.isin(values.index).to_numpy()
+    return joined, ids.isin(values.index).to_numpy(), dict(logged.directions)
 
 
 def _learned_signals(table: pd.DataFrame, logged: list) -> dict:
@@ -300,6 +303,7 @@ def benchmark_study(
     compare_with=None,
     random_state=0,
     imported_from=None,
+    logged_passages: int = 1,
     log=print,
 ) -> dict:
     """Run the benchmark study on one imported benchmark and write ``results_dir`` (see the module docstring).
@@ -313,7 +317,7 @@ def benchmark_study(
     results_dir : str or Path
         Output folder (``results/squad2-A``).
     logged_signals : str or Path, default=None
-        A CSV of signals joined by ``id`` (:func:`join_logged_signals`); its
+        A CSV of signals joined by ``id`` (:func:`join_logged_file`); its
         binary columns (an LLM's ``llm_found_answer``) become operating
         points, all of them features of a second learned gate.
     articles : sequence of str, default=None
@@ -325,6 +329,10 @@ def benchmark_study(
     compare_with : dict of str to str or Path, default=None
         ``{title: results folder}`` of the corpora to set the numbers beside;
         ``results/fastapi`` and ``results/rust-book`` next to ``results_dir`` when None.
+    logged_passages : int, default=1
+        Passages the system behind a binary logged signal was given (the
+        dense top-k; the LLM baseline reads the top 1): one of its answers is
+        supported when a gold-page passage is among them.
     imported_from : str or Path, default=None
         The public-format file the corpus and queries were imported from
         (recorded in the provenance, with its sha256, instead of the import's
@@ -356,12 +364,13 @@ def benchmark_study(
         }
     write_score_table(results_dir / "scores.csv", table, config=config)
     log(f"wrote {results_dir / 'scores.csv'}")
-    logged, in_logged_file = [], np.zeros(len(table), dtype=bool)
+    config = {**config, "logged_passages": logged_passages}
+    logged, in_logged_file, declared = [], np.zeros(len(table), dtype=bool), {}
     if logged_signals is not None:
-        joined, in_logged_file = join_logged_signals(table, logged_signals, allow_missing=True)
+        joined, in_logged_file, declared = join_logged_file(table, logged_signals, allow_missing=True)
         logged = [column for column in joined.columns if column not in table.columns]
         table = joined
-    directions = _directions(table)
+    directions = _directions(table, declared)
     signals = [column for column in directions if column in SIGNALS or column in logged]
     answerable = table["answerable"].to_numpy(dtype=bool)
     groups = table[GROUP_COLUMN].to_numpy()
@@ -380,7 +389,7 @@ def benchmark_study(
         )
     _write(results_dir, "learned_scores", learned_scores, log)
     scored = table.join(learned_scores[list(learned_sets)])
-    binary = [column for column in logged if set(np.unique(table[column].dropna())) <= {0.0, 1.0}]
+    binary = [column for column in logged if is_binary_signal(table[column])]
 
     clustered = []
     for signal in headline + list(learned_sets) + [column for column in logged if column not in binary]:
@@ -449,10 +458,13 @@ def benchmark_study(
     _write(results_dir, "risk_coverage", curves, log)
     _write(results_dir, "risk_coverage_summary", areas, log)
     # A binary logged signal is counted on the questions its file has (an LLM run on a sample); a row there with
-    # no value (a reply that could not be read) counts as an abstention, as a deployed system would treat it.
+    # no value (a reply that could not be read) counts as an abstention, as a deployed system would treat it. Its
+    # answer is supported when a gold-page passage is among the dense top `logged_passages`: what it was given.
+    given = support_levels(results, gold, "dense", max_passages=logged_passages) > -math.inf
+    answered_is_one = table[binary].apply(lambda column: column if directions[column.name] else 1 - column)
     points = operating_points(
-        table[in_logged_file], binary, (dense_levels > -math.inf)[in_logged_file], n_resamples=n_resamples,
-        random_state=random_state,
+        answered_is_one[in_logged_file].join(table.loc[in_logged_file, ["answerable", GROUP_COLUMN]]),
+        binary, given[in_logged_file], n_resamples=n_resamples, random_state=random_state,
     ) if binary else pd.DataFrame(columns=["name", "space", "x", "x_low", "x_high", "y", "y_low", "y_high"])
     _write(results_dir, "operating_points", points, log)
 

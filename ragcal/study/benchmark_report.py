@@ -150,14 +150,15 @@ def _protocol_rows(protocols: pd.DataFrame) -> str:
     return wide.loc[list(dict.fromkeys(protocols["measure"]))].to_markdown(disable_numparse=True)
 
 
-def _llm_section(points: pd.DataFrame, heldout: pd.DataFrame) -> list:
+def _llm_section(points: pd.DataFrame, heldout: pd.DataFrame, *, passages: int = 1) -> list:
     if points.empty:
         return [
             "## Logged binary signals (an LLM's own abstention)",
             "",
             "No logged signals were given to this run: there is no LLM operating point here. With a CSV of "
             "`id,llm_found_answer` (`benchmark_study(..., logged_signals=...)`), its answered/abstained verdict "
-            "becomes a point on the ROC and risk-coverage figures and a feature of a second learned gate.",
+            "becomes a point on the ROC and risk-coverage figures (and, when every question has a verdict, a feature of "
+            "a second learned gate).",
             "",
         ]
     baseline = heldout[(heldout["signal"] == BASELINE_SIGNAL) & (heldout["rule"] == LEARNED_RULE)]
@@ -192,11 +193,13 @@ def _llm_section(points: pd.DataFrame, heldout: pd.DataFrame) -> list:
     return [
         "## Logged binary signals (an LLM's own abstention)",
         "",
-        "A verdict that is 1 (answered) or 0 (abstained) is one operating point, not a curve. Its shares over every "
-        "question (nothing is fitted, so nothing needs holding out), with a Clopper-Pearson interval (questions "
-        "taken as independent) and an article bootstrap interval, beside the `dense_top1` threshold held out by "
-        "article. An LLM answer counts as supported on the risk-coverage figure when the question is answerable "
-        "and a gold-page passage is among the dense top 10 (the passages it could have been given).",
+        "A verdict that is 1 (answered) or 0 (abstained) is one operating point, not a curve. Its shares are over "
+        "the questions the logged file covers (the LLM was asked about a sample stratified by slice; nothing is "
+        "fitted, so nothing needs holding out), a reply that could not be read counting as an abstention, with a "
+        "Clopper-Pearson interval (questions taken as independent) and an article bootstrap interval, beside the "
+        "`dense_top1` threshold held out by article over all questions. An LLM answer counts as supported on the "
+        f"risk-coverage figure when the question is answerable and a gold-page passage is among the dense top "
+        f"{passages} (what it was given).",
         "",
         pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
         "",
@@ -363,7 +366,7 @@ def benchmark_summary(
         "",
         _area_rows(areas),
         "",
-        *_llm_section(tables["operating_points"], heldout),
+        *_llm_section(tables["operating_points"], heldout, passages=config.get("logged_passages", 1)),
         *_comparison_section(tables, compare_with, headline_numbers),
         "## What ragcal's retrieval signals can and cannot do here",
         "",

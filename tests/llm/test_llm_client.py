@@ -291,7 +291,14 @@ def test_the_signal_file_is_wide_or_long_with_an_empty_cell_for_unparseable(tmp_
     wide = write_llm_signals(verdicts, tmp_path / "wide.csv")
     assert wide.read_text() == "id,llm_found_answer\nq1,1\nq2,0\nq3,\n"
     long = write_llm_signals(verdicts, tmp_path / "long.csv", layout="long")
-    assert long.read_text() == "id,name,value\nq1,llm_found_answer,1\nq2,llm_found_answer,0\nq3,llm_found_answer,\n"
+    assert long.read_text() == (
+        "id,name,value,direction\nq1,llm_found_answer,1,higher\nq2,llm_found_answer,0,higher\n"
+        "q3,llm_found_answer,,higher\n"
+    )
+    # The long file declares its direction: joining it infers nothing from labels, even for a useless verdict.
+    from ragcal.logged_signals import read_logged_signals
+
+    assert read_logged_signals(long).directions == {"llm_found_answer": "higher"}
     details = pd.read_csv(write_verdicts(verdicts, tmp_path / "details.csv"), keep_default_na=False)
     assert details["citations"].tolist() == ["1;2", "", ""]
     assert details["answer"].tolist() == ["a, b", "", ""]

@@ -11,7 +11,7 @@ from sklearn.metrics import roc_auc_score
 from ragcal.gates.learned_score import fit_learned_score
 from ragcal.metrics import clopper_pearson
 from ragcal.queries import QueryFileError
-from ragcal.study.benchmark import benchmark_study, join_logged_signals, read_benchmark_results, score_benchmark
+from ragcal.study.benchmark import benchmark_study, join_logged_file, read_benchmark_results, score_benchmark
 from ragcal.study.benchmark_stats import clustered_auc, clustered_share, operating_points
 
 # Three fake articles: two paragraphs each, with questions answered by a paragraph and questions it does not answer.
@@ -152,27 +152,27 @@ def test_operating_points_by_hand():
         operating_points(table.assign(llm_found_answer=[0.5, 1, 0, 1, 0]), ["llm_found_answer"], support)
 
 
-def test_join_logged_signals_and_its_errors(tmp_path):
+def test_join_logged_file_and_its_errors(tmp_path):
     table = pd.DataFrame({"id": ["q1", "q2"], "query": "q", "answerable": [True, False], "slice": "s"})
     logged = tmp_path / "llm.csv"
     logged.write_text("id,llm_found_answer\nq2,0\nq1,1\nq9,1\n")  # another order, and an id beyond the table
-    joined, in_file = join_logged_signals(table, logged)
+    joined, in_file, declared = join_logged_file(table, logged)
     assert joined["llm_found_answer"].tolist() == [1.0, 0.0] and in_file.tolist() == [True, True]
     logged.write_text("id,llm_found_answer\nq2,\nq9,1\n")  # a sample: q1 not asked, q2's reply unreadable
-    joined, in_file = join_logged_signals(table, logged, allow_missing=True)
+    joined, in_file, declared = join_logged_file(table, logged, allow_missing=True)
     assert np.isnan(joined["llm_found_answer"]).all() and in_file.tolist() == [False, True]
     logged.write_text("id,llm_found_answer\nq1,1\n")
     with pytest.raises(ValueError, match=r"llm.csv: no value for some questions .*llm_found_answer: 1 \(q2\)"):
-        join_logged_signals(table, logged)
+        join_logged_file(table, logged)
     logged.write_text("id,llm_found_answer\nq1,1\nq2,maybe\n")
     with pytest.raises(ValueError, match="llm.csv: 1 value.* not numbers.*line 3 .*llm_found_answer.*'maybe'"):
-        join_logged_signals(table, logged)
+        join_logged_file(table, logged)
     logged.write_text("id,query\nq1,x\nq2,y\n")
     with pytest.raises(ValueError, match="'query' is a key column of score tables, not a signal"):
-        join_logged_signals(table, logged)
+        join_logged_file(table, logged)
     logged.write_text("question,llm_found_answer\nq1,1\n")
     with pytest.raises(ValueError, match="llm.csv: no 'id' column"):
-        join_logged_signals(table, logged)
+        join_logged_file(table, logged)
 
 
 def test_queries_without_group_are_refused(tmp_path):
