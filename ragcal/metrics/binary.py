@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["is_binary_signal", "risk_coverage_operating_point", "roc_operating_point"]
+__all__ = ["binary_answered", "is_binary_signal", "risk_coverage_operating_point", "roc_operating_point"]
 
 
 def is_binary_signal(values) -> bool:
@@ -39,12 +39,17 @@ def is_binary_signal(values) -> bool:
     return bool(finite.size) and bool(np.isin(finite, (0.0, 1.0)).all())
 
 
-def _answered(values, higher_is_answerable: bool, function: str) -> np.ndarray:
-    """Which questions the binary signal answers (1, or 0 when lower is answerable); NaN never."""
+def binary_answered(values, *, higher_is_answerable: bool = True, function: str = "binary_answered") -> np.ndarray:
+    """Which questions a binary signal answers: where it is 1 (0 when lower is answerable); NaN never.
+
+    A NaN (no verdict, e.g. an LLM reply that could not be read) counts as an
+    abstention, as a deployed system would treat it. Raises ``ValueError``
+    naming ``function`` when a value is neither 0, 1 nor NaN.
+    """
     values = np.asarray(values, dtype=float).reshape(-1)
     finite = values[~np.isnan(values)]
     if not np.isin(finite, (0.0, 1.0)).all():
-        raise ValueError(f"{function}: the signal is not binary (finite values other than 0 and 1)")
+        raise ValueError(f"{function}: the signal is not binary (values other than 0, 1 and NaN)")
     return values == (1.0 if higher_is_answerable else 0.0)
 
 
@@ -70,7 +75,7 @@ def roc_operating_point(answerable, values, *, higher_is_answerable: bool = True
     >>> roc_operating_point([True, True, False, False, False], [1, 0, 1, 0, 0])
     (0.3333333333333333, 0.5)
     """
-    answered = _answered(values, higher_is_answerable, "roc_operating_point")
+    answered = binary_answered(values, higher_is_answerable=higher_is_answerable, function="roc_operating_point")
     answerable = np.asarray(answerable, dtype=bool).reshape(-1)
     if answerable.shape != answered.shape:
         raise ValueError(f"roc_operating_point: {answerable.size} labels but {answered.size} values")
@@ -106,7 +111,9 @@ def risk_coverage_operating_point(values, support, *, higher_is_answerable: bool
     >>> risk_coverage_operating_point([1, 1, 1, 0], [True, True, False, True])
     (0.75, 0.3333333333333333)
     """
-    answered = _answered(values, higher_is_answerable, "risk_coverage_operating_point")
+    answered = binary_answered(
+        values, higher_is_answerable=higher_is_answerable, function="risk_coverage_operating_point"
+    )
     support = np.asarray(support).reshape(-1)
     if support.shape != answered.shape:
         raise ValueError(f"risk_coverage_operating_point: {answered.size} values but {support.size} support entries")

@@ -119,7 +119,7 @@ def dense_top10_std(batch):
     return _dense_top_k(batch, lambda scores: scores.std(axis=1))
 
 
-def _drop(scores: np.ndarray) -> np.ndarray:
+def least_squares_drop(scores: np.ndarray) -> np.ndarray:
     """Minus the least-squares slope of each row of ``scores`` against its ranks 1, 2, ..."""
     ranks = np.arange(1, scores.shape[1] + 1) - (scores.shape[1] + 1) / 2  # centred ranks
     return -(ranks * (scores - scores.mean(axis=1, keepdims=True))).sum(axis=1) / (ranks**2).sum()
@@ -132,7 +132,7 @@ def dense_top10_drop(batch):
     Large when a few chunks stand out above the rest (the slope of the sorted
     top-k vector); NaN with fewer than two hits.
     """
-    return _dense_top_k(batch, _drop, minimum=2)
+    return _dense_top_k(batch, least_squares_drop, minimum=2)
 
 
 # Length-normalised BM25.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .batch import ResultBatch, by_length
 from .builtin import TOP_K
-from .builtin import _drop as least_squares_drop
+from .builtin import least_squares_drop
 from .registry import register_batch_signal
 
 __all__ = ["RUN", "RUN_SIGNALS"]

@@ -461,10 +461,9 @@ def benchmark_study(
     # no value (a reply that could not be read) counts as an abstention, as a deployed system would treat it. Its
     # answer is supported when a gold-page passage is among the dense top `logged_passages`: what it was given.
     given = support_levels(results, gold, "dense", max_passages=logged_passages) > -math.inf
-    answered_is_one = table[binary].apply(lambda column: column if directions[column.name] else 1 - column)
     points = operating_points(
-        answered_is_one[in_logged_file].join(table.loc[in_logged_file, ["answerable", GROUP_COLUMN]]),
-        binary, given[in_logged_file], n_resamples=n_resamples, random_state=random_state,
+        table[in_logged_file], binary, given[in_logged_file], directions=directions, n_resamples=n_resamples,
+        random_state=random_state,
     ) if binary else pd.DataFrame(columns=["name", "space", "x", "x_low", "x_high", "y", "y_low", "y_high"])
     _write(results_dir, "operating_points", points, log)
 

@@ -16,6 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..metrics.binary import binary_answered
+
 from ..calibration import fit_threshold
 from ..gates.learned import crossfit_scores
 from ..gates.learned_score import fit_learned_score
@@ -166,11 +168,15 @@ def learned_heldout(table: pd.DataFrame, signals, splits, *, rule: str = LEARNED
     return pd.DataFrame(rows)
 
 
-def operating_points(table: pd.DataFrame, columns, support, *, n_resamples: int = 2000, random_state=0):
+def operating_points(
+    table: pd.DataFrame, columns, support, *, directions=None, n_resamples: int = 2000, random_state=0
+):
     """Binary logged signals as points in ROC space and in risk-coverage space, with their intervals.
 
     A column holds 1 where the system answered (e.g. an LLM's
-    ``found_answer``) and 0 where it abstained. In ROC space: ``x`` the share
+    ``found_answer``) and 0 where it abstained (the other way round when
+    ``directions[name]`` is False); NaN counts as an abstention
+    (:func:`ragcal.metrics.binary.binary_answered`). In ROC space: ``x`` the share
     of unanswerable questions answered (FPR), ``y`` the share of answerable
     ones answered (TPR); in risk-coverage space: ``x`` the share of all
     questions answered, ``y`` the unsupported share of the answers
@@ -188,10 +194,8 @@ def operating_points(table: pd.DataFrame, columns, support, *, n_resamples: int 
     groups = table[GROUP_COLUMN].to_numpy()
     support = np.asarray(support, dtype=bool)
     for name in columns:
-        values = table[name].to_numpy(dtype=float)
-        if not np.isin(values[~np.isnan(values)], (0.0, 1.0)).all():
-            raise ValueError(f"operating_points: {name} is not binary (0/1); draw it as a curve instead")
-        answered = values == 1
+        higher = True if directions is None else directions.get(name, True)
+        answered = binary_answered(table[name], higher_is_answerable=higher, function=f"operating_points: {name}")
         spaces = {
             "roc": ((answered, ~answerable), (answered, answerable)),
             "risk-coverage": ((answered, np.ones_like(answered)), (answered & ~support, answered)),

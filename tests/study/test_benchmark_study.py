@@ -150,6 +150,13 @@ def test_operating_points_by_hand():
     assert coverage["y"] == pytest.approx(2 / 3)  # 2 of its 3 answers unsupported
     with pytest.raises(ValueError, match="not binary"):
         operating_points(table.assign(llm_found_answer=[0.5, 1, 0, 1, 0]), ["llm_found_answer"], support)
+    # A column where 1 means "refused" is declared lower-is-answerable: the same decisions, the same point.
+    refused = table.assign(llm_refused=1 - table["llm_found_answer"])
+    flipped = operating_points(refused, ["llm_refused"], support, directions={"llm_refused": False}, n_resamples=100)
+    assert flipped.set_index("space").loc["roc", ["x", "y"]].tolist() == roc[["x", "y"]].tolist()
+    # No verdict (NaN) is an abstention.
+    missing = operating_points(table.assign(llm_found_answer=[1, np.nan, 0, 1, 0]), ["llm_found_answer"], support)
+    assert missing.set_index("space").loc["roc", "y_k"] == 1
 
 
 def test_join_logged_file_and_its_errors(tmp_path):
