@@ -49,15 +49,22 @@ DIRECT_WRITE = re.compile(
 )
 
 
+#: Modules that write files one by one into a temporary folder of their own, which is renamed into place whole
+#: once complete (and removed on any error): the folder is the atomic unit there, not each file.
+WHOLE_FOLDER_WRITERS = {"benchmarks/writing.py"}
+
+
 def test_every_output_goes_through_the_atomic_writers():
-    """Score tables, meta, runs, gate files, CSVs, figures, notebooks: temporary file and rename, nothing else."""
+    """Score tables, meta, runs, gate files, CSVs, figures, notebooks: temporary file and rename, nothing else.
+
+    Comments and doctest examples (``>>>`` lines, which write their own example files) are not outputs."""
     package = Path(ragcal.__file__).parent
     offenders = [
         f"{path.relative_to(package)}:{number}: {line.strip()}"
         for path in sorted(package.rglob("*.py"))
-        if path.name != "_io.py"
+        if path.name != "_io.py" and path.relative_to(package).as_posix() not in WHOLE_FOLDER_WRITERS
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-        if DIRECT_WRITE.search(line) and not line.lstrip().startswith("#")
+        if DIRECT_WRITE.search(line) and not line.lstrip().startswith(("#", ">>>"))
     ]
     assert not offenders, "\n".join(offenders)
     assert DIRECT_WRITE.search('table.to_csv(path, index=False)') and DIRECT_WRITE.search('open(p, "w")')

@@ -101,7 +101,8 @@ def summary_lines(summary) -> list[str]:
     if summary.answerable_without_gold:
         lines.append(f"  {summary.answerable_without_gold} answerable questions have no gold page")
     if summary.groups:
-        lines.append(f"  group column: {summary.groups} groups; keep each group on one side of any split")
+        noun = "group" if summary.groups == 1 else "groups"
+        lines.append(f"  group column: {summary.groups} {noun}; keep each group on one side of any split")
     else:
         lines.append("  group column: empty (every question stands alone)")
     lines.extend(f"  {note}" for note in summary.notes)
