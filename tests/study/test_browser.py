@@ -385,11 +385,14 @@ def dismiss_dialogs(driver) -> list[str]:
     return texts
 
 
-def run_all_cells(driver, attempts=3, started_within=30):
+def run_all_cells(driver, attempts=5, started_within=45):
     """Run › Run All Cells, from the menu bar, until a cell shows it ran or is running.
 
     A click on a menu that is still opening can be lost; it is repeated (up to
     ``attempts`` times) when no prompt changes within ``started_within`` seconds.
+    Under load (a CI run with the wheel's reproduce on the other worker) the
+    kernel may be slow to start and JupyterLab asks for a kernel again: hence
+    five tries of 45 seconds.
     An open dialog is dismissed first (and again when it takes the click).
     """
     from selenium.common.exceptions import ElementClickInterceptedException
