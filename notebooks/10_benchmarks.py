@@ -150,6 +150,16 @@ OperatingPointDisplay.from_table(tables["operating_points"], space="risk-coverag
 save_figure(figure, f"{figures_dir}/risk_coverage");
 
 # %% [markdown]
+# An LLM's own "I don't know" (when the study was given its verdicts: SmolLM2 on a stratified sample, with the top-1
+# dense passage) is one operating point on both figures. Its shares with Clopper-Pearson intervals, and the counts
+# behind them: in ROC space x is the share of unanswerable questions it answered and y that of answerable ones; in
+# risk-coverage space x is the share of all questions answered and y the unsupported share of its answers.
+
+# %%
+point_columns = ["name", "space", "x", "x_low", "x_high", "x_k", "x_n", "y", "y_low", "y_high", "y_k", "y_n"]
+tables["operating_points"][point_columns].round(3)
+
+# %% [markdown]
 # ## By article against by question, and beside the bundled corpora
 #
 # The fitted numbers under the honest protocol (by article) and under a split by question, which lets questions of
