@@ -19,7 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["binary_answered", "is_binary_signal", "risk_coverage_operating_point", "roc_operating_point"]
+__all__ = [
+    "binary_answered",
+    "is_binary_signal",
+    "operating_point_masks",
+    "risk_coverage_operating_point",
+    "roc_operating_point",
+]
 
 
 def is_binary_signal(values) -> bool:
@@ -131,3 +137,43 @@ def risk_coverage_operating_point(values, support, *, higher_is_answerable: bool
     coverage = n_answered / answered.size if answered.size else float("nan")
     risk = float((answered & ~supported).sum() / n_answered) if n_answered else float("nan")
     return float(coverage), risk
+
+
+def operating_point_masks(answered, answerable, support=None) -> dict:
+    """What one operating point counts, per space: ``{space: ((x_hits, x_rows), (y_hits, y_rows))}``.
+
+    Each axis is a share, ``hits[rows].sum() / rows.sum()``, so its counts and
+    intervals (Clopper-Pearson, or a bootstrap over groups) come from the same
+    two boolean arrays.
+
+    - ``"roc"``: x, answered among unanswerable questions (FPR); y, answered
+      among answerable ones (TPR).
+    - ``"risk-coverage"`` (only with ``support``): x, answered among all
+      questions (coverage); y, unsupported among the answered (selective risk).
+
+    Parameters
+    ----------
+    answered : array-like of bool
+        Per question, whether the system answered (:func:`binary_answered`).
+    answerable : array-like of bool
+    support : array-like of bool, default=None
+        Per question, whether an answer to it would be supported.
+
+    Examples
+    --------
+    >>> masks = operating_point_masks([True, False, True], [True, True, False])
+    >>> (x_hits, x_rows), (y_hits, y_rows) = masks["roc"]
+    >>> int(x_hits[x_rows].sum()), int(x_rows.sum()), int(y_hits[y_rows].sum()), int(y_rows.sum())
+    (1, 1, 1, 2)
+    """
+    answered = np.asarray(answered, dtype=bool).reshape(-1)
+    answerable = np.asarray(answerable, dtype=bool).reshape(-1)
+    if answered.shape != answerable.shape:
+        raise ValueError(f"operating_point_masks: {answered.size} decisions for {answerable.size} questions")
+    masks = {"roc": ((answered, ~answerable), (answered, answerable))}
+    if support is not None:
+        supported = np.asarray(support, dtype=bool).reshape(-1)
+        if supported.shape != answered.shape:
+            raise ValueError(f"operating_point_masks: {supported.size} support entries for {answered.size} questions")
+        masks["risk-coverage"] = ((answered, np.ones_like(answered)), (answered & ~supported, answered))
+    return masks

@@ -62,6 +62,7 @@ class OperatingPointDisplay:
             for ``space="risk-coverage"``.
         """
         from ..metrics import clopper_pearson
+        from ..metrics.binary import operating_point_masks
 
         check_choice(space, "space", "OperatingPointDisplay.from_decisions", SPACES)
         answerable = np.asarray(answerable, dtype=bool)
@@ -75,13 +76,8 @@ class OperatingPointDisplay:
                     f"OperatingPointDisplay.from_decisions: {name} has {decisions.size} decisions for "
                     f"{answerable.size} questions"
                 )
-            if space == "roc":
-                counts = ((decisions & ~answerable).sum(), (~answerable).sum(), (decisions & answerable).sum(),
-                          answerable.sum())
-            else:
-                unsupported = decisions & ~np.asarray(support, dtype=bool)
-                counts = (decisions.sum(), decisions.size, unsupported.sum(), decisions.sum())
-            x_k, x_n, y_k, y_n = (int(count) for count in counts)
+            (x_hits, x_rows), (y_hits, y_rows) = operating_point_masks(decisions, answerable, support)[space]
+            x_k, x_n, y_k, y_n = (int(mask.sum()) for mask in (x_hits & x_rows, x_rows, y_hits & y_rows, y_rows))
             (x_low, y_low), (x_high, y_high) = clopper_pearson([x_k, y_k], [x_n, y_n], confidence=confidence)
             rows.append(
                 {

@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..metrics.binary import binary_answered
+from ..metrics.binary import binary_answered, operating_point_masks
 
 from ..calibration import fit_threshold
 from ..gates.learned import crossfit_scores
@@ -196,10 +196,7 @@ def operating_points(
     for name in columns:
         higher = True if directions is None else directions.get(name, True)
         answered = binary_answered(table[name], higher_is_answerable=higher, function=f"operating_points: {name}")
-        spaces = {
-            "roc": ((answered, ~answerable), (answered, answerable)),
-            "risk-coverage": ((answered, np.ones_like(answered)), (answered & ~support, answered)),
-        }
+        spaces = operating_point_masks(answered, answerable, support)
         for space, ((x_hits, x_rows), (y_hits, y_rows)) in spaces.items():
             row = {"name": name, "space": space}
             for axis, hits, rows_of in (("x", x_hits, x_rows), ("y", y_hits, y_rows)):

@@ -51,3 +51,24 @@ def test_risk_coverage_of_a_binary_signal_has_two_rows_the_operating_point_first
     assert risk_coverage_operating_point([1, 1, 0], [2.0, 0.5, 3.0]) == (2 / 3, 1 / 2)
     with pytest.raises(ValueError, match="finite support levels need higher_is_answerable=True"):
         risk_coverage_operating_point([1, 0], [2.0, 0.5], higher_is_answerable=False)
+
+
+def test_operating_point_masks_count_each_axis_by_hand():
+    from ragcal.metrics.binary import operating_point_masks
+
+    answered = [True, True, False, True, False]
+    answerable = [True, True, True, False, False]
+    support = [True, False, False, False, False]
+    masks = operating_point_masks(answered, answerable, support)
+
+    def counts(axis):
+        hits, rows = axis
+        return int((hits & rows).sum()), int(rows.sum())
+
+    (x, y) = masks["roc"]
+    assert counts(x) == (1, 2) and counts(y) == (2, 3)  # FPR 1/2, TPR 2/3
+    (x, y) = masks["risk-coverage"]
+    assert counts(x) == (3, 5) and counts(y) == (2, 3)  # coverage 3/5; 2 of the 3 answers unsupported
+    assert set(operating_point_masks(answered, answerable)) == {"roc"}  # no support: no risk-coverage point
+    with pytest.raises(ValueError, match="operating_point_masks: 2 decisions for 5 questions"):
+        operating_point_masks([True, False], answerable)
