@@ -228,8 +228,13 @@ def start_kernel_session(url: str, path: str) -> None:
 def serving_lab(tmp_path, folder):
     """JupyterLab on a free local port, without token or password, serving ``folder``; yields its URL."""
     settings = tmp_path / "lab-settings"
-    # Every cell stays in the page (no windowing), and no news or update check.
-    write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings", {"windowingMode": "none"})
+    # Every cell stays in the page (no windowing), and no news or update check. The preferred kernel starts without
+    # asking: under load (CI, the wheel's reproduce on the other worker) JupyterLab could open the notebook before it
+    # knew its kernel specs and ask with "Select Kernel", "No Kernel" preselected, which lost Run All (seen in CI).
+    write_json(
+        settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
+        {"windowingMode": "none", "autoStartDefaultKernel": True},
+    )
     write_json(
         settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
         {"fetchNews": "false", "checkForUpdates": False},
