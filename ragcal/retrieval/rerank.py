@@ -30,7 +30,14 @@ from .._io import sha256_file
 from .._params import check_int
 from .base import RetrievalResult
 
-__all__ = ["CrossEncoderReranker", "RerankerLoadError", "RerankCache", "build_tiny_cross_encoder"]
+__all__ = [
+    "CrossEncoderReranker",
+    "RerankerLoadError",
+    "RerankCache",
+    "build_tiny_cross_encoder",
+    "load_cross_encoder",
+    "weights_digest",
+]
 
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -71,6 +78,60 @@ def _check_folder(folder: Path) -> None:
         )
     if not any((folder / name).is_file() for name in _WEIGHT_FILES):
         raise RerankerLoadError(f"{folder}: no weights file ({' or '.join(_WEIGHT_FILES)})")
+
+
+def load_cross_encoder(model: str, *, device: str = "cpu", local_files_only: bool = False, what: str = "reranker"):
+    """A sentence-transformers ``CrossEncoder`` from a local folder or a Hub name, checked first.
+
+    Raises :class:`RerankerLoadError` naming the model and the reason: a
+    missing folder, a file, a model without a sequence-classification head
+    (an embedding model would load with a random head), an unreachable Hub.
+    """
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        _check_folder(folder)
+    elif folder.exists():
+        raise RerankerLoadError(f"{model}: a {what} must be a model folder or a Hub name, not a file")
+    elif _looks_like_path(model):
+        raise RerankerLoadError(f"{model}: {what} folder not found")
+    from sentence_transformers import CrossEncoder
+    from transformers.utils import logging as transformers_logging
+
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        return CrossEncoder(str(folder) if folder.is_dir() else model, device=device, local_files_only=local_files_only)
+    except OSError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise RerankerLoadError(
+            f"{model}: could not load this cross-encoder: it is not a local folder, and loading it as a Hugging "
+            "Face Hub name failed: "
+            f"the Hub is unreachable from here or has no such model ({first}). Download it on a machine "
+            "with network access and pass its folder."
+        ) from None
+    except (ValueError, KeyError) as error:
+        raise RerankerLoadError(f"{model}: not a loadable cross-encoder ({error})") from None
+    finally:
+        if was_enabled:
+            transformers_logging.enable_progress_bar()
+
+
+def weights_digest(model_name: str, cross_encoder) -> tuple[str, str]:
+    """``(label, sha256)`` of a loaded cross-encoder's weights.
+
+    A local folder is named by its last part (where it sits on disk is not
+    what it is) and hashed by its weights file; a Hub model by its name and
+    the bytes of its loaded tensors.
+    """
+    folder = Path(model_name).expanduser()
+    weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
+    if weights is not None:
+        return folder.resolve().name, sha256_file(weights)
+    hasher = hashlib.sha256()
+    for key, tensor in sorted(cross_encoder.model.state_dict().items()):
+        hasher.update(key.encode())
+        hasher.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return model_name, hasher.hexdigest()
 
 
 class RerankCache:
@@ -164,50 +225,11 @@ class CrossEncoderReranker:
         self.last_stats = {"cached": 0, "scored": 0}
 
     def _load(self, model: str, device: str, local_files_only: bool):
-        folder = Path(model).expanduser()
-        if folder.is_dir():
-            _check_folder(folder)
-        elif folder.exists():
-            raise RerankerLoadError(f"{model}: a reranker must be a model folder or a Hub name, not a file")
-        elif _looks_like_path(model):
-            raise RerankerLoadError(f"{model}: reranker folder not found")
-        from sentence_transformers import CrossEncoder
-        from transformers.utils import logging as transformers_logging
-
-        was_enabled = transformers_logging.is_progress_bar_enabled()
-        transformers_logging.disable_progress_bar()
-        try:
-            return CrossEncoder(
-                str(folder) if folder.is_dir() else model, device=device, local_files_only=local_files_only
-            )
-        except OSError as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise RerankerLoadError(
-                f"{model}: could not load this cross-encoder: it is not a local folder, and loading it as a Hugging "
-                "Face Hub name failed: "
-                f"the Hub is unreachable from here or has no such model ({first}). Download it on a machine "
-                "with network access and pass its folder."
-            ) from None
-        except (ValueError, KeyError) as error:
-            raise RerankerLoadError(f"{model}: not a loadable cross-encoder ({error})") from None
-        finally:
-            if was_enabled:
-                transformers_logging.enable_progress_bar()
+        return load_cross_encoder(model, device=device, local_files_only=local_files_only)
 
     def _fingerprint(self) -> str:
-        folder = Path(self.model_name).expanduser()
-        weights = next((folder / f for f in _WEIGHT_FILES if (folder / f).is_file()), None) if folder.is_dir() else None
-        if weights is not None:
-            digest = sha256_file(weights)
-        else:
-            hasher = hashlib.sha256()
-            for key, tensor in sorted(self.model.model.state_dict().items()):
-                hasher.update(key.encode())
-                hasher.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-            digest = hasher.hexdigest()
+        label, digest = weights_digest(self.model_name, self.model)
         activation = type(self.model.activation_fn).__name__
-        # A local folder is named by its last part: where it sits on disk is not what it is (its weights are).
-        label = folder.resolve().name if weights is not None else self.model_name
         return f"{label}@{digest[:12]}/max{self.model.max_seq_length}/{activation}"
 
     def score_pairs(self, pairs) -> np.ndarray:

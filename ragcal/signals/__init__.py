@@ -35,11 +35,14 @@ The package, one module per part:
   candidates (``run_top1``, ``run_gap``, ...), present only where ``run``
   results are (:data:`RUN_SIGNALS`);
 - :mod:`~ragcal.signals.qpp`: the query-performance predictors
-  (:data:`QPP_SIGNALS`).
+  (:data:`QPP_SIGNALS`);
+- :mod:`~ragcal.signals.judge`: what a judge says of the top passages
+  (``judge_top1``, ``judge_mass``, ...), present only where a judge ran
+  (:data:`JUDGE_SIGNALS`).
 
 Importing :mod:`ragcal.signals` (or any of its modules, which imports the
 package first) registers the built-in signals, then the run signals, then the
-predictors: that
+predictors, then the judge signals: that
 order is the column order of score tables. The registry itself imports
 neither.
 """
@@ -48,6 +51,7 @@ from .batch import CorpusBatch, ResultBatch
 from .builtin import NEW_SIGNALS  # registers the built-in signals
 from .run import RUN_SIGNALS  # then the signals of a user's own run
 from .qpp import QPP_SIGNALS  # then the predictors
+from .judge import JUDGE_SIGNALS  # then what a judge says of the passages
 from .registry import (
     SIGNALS,
     Signal,
@@ -68,6 +72,7 @@ __all__ = [
     "NEW_SIGNALS",
     "QPP_SIGNALS",
     "RUN_SIGNALS",
+    "JUDGE_SIGNALS",
     "ResultBatch",
     "CorpusBatch",
     "register_signal",

@@ -1,0 +1,80 @@
+"""A judge's verdicts on retrieved passages, as the ``"judge"`` retrieval view the judge signals read.
+
+:func:`judge_results` lets a judge read the first ``depth`` passages of each
+query's list (the dense list by default: the passages a gate would pass on)
+and returns, per query, a :class:`~ragcal.retrieval.base.RetrievalResult`
+named ``"judge"``: those passages re-ordered by the judge's probability (ties
+keep the retrieved order), the probabilities as scores, and in ``info`` the
+probability of the list's first passage (``judge_at_first``). The signals of
+:mod:`ragcal.signals.judge` read it, and a threshold gate on ``judge_top1``
+passes on only the passages whose probability clears its bar.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._params import check_int
+from ..retrieval.base import RetrievalResult
+from .protocol import check_not_trained_on
+
+__all__ = ["JUDGE", "AT_FIRST", "judge_results"]
+
+#: The name of the judge's retrieval view.
+JUDGE = "judge"
+#: ``info`` key: the judge's probability for the first passage of the list it read.
+AT_FIRST = "judge_at_first"
+
+
+def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: str = JUDGE) -> list[RetrievalResult]:
+    """The judge's view of each query's first ``depth`` retrieved passages.
+
+    Parameters
+    ----------
+    judge : Judge
+    queries : sequence of str
+    candidates : sequence of RetrievalResult
+        One list per query (e.g. ``retrieved["dense"]``).
+    texts : mapping of str to str
+        Chunk id -> passage text.
+    depth : int, default=10
+        Passages read per query (a threshold gate passes on at most 10).
+    name : str, default="judge"
+
+    Returns
+    -------
+    list of RetrievalResult
+        One per query, named ``name``, best judged first; empty for a query
+        whose list is empty (its ``judge_at_first`` is NaN).
+
+    Raises
+    ------
+    JudgeLeakageError
+        When the judge was trained on any of ``queries``.
+    """
+    depth = check_int(depth, "depth", "judge_results", low=1)
+    queries = [str(query) for query in queries]
+    candidates = list(candidates)
+    if len(queries) != len(candidates):
+        raise ValueError(f"judge_results: {len(queries)} queries but {len(candidates)} retrieved lists")
+    check_not_trained_on(judge, queries)
+    lists = [tuple(result.chunk_ids[:depth]) for result in candidates]
+    missing = sorted({chunk_id for ids in lists for chunk_id in ids if chunk_id not in texts})
+    if missing:
+        raise KeyError(f"judge_results: no text for {len(missing)} retrieved chunk(s), e.g. {missing[0]!r}")
+    scores = judge.score(
+        [query for query, ids in zip(queries, lists) for _ in ids], [texts[chunk_id] for ids in lists for chunk_id in ids]
+    )
+    scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if scores.size != sum(map(len, lists)) or np.any((scores < 0) | (scores > 1)):
+        raise ValueError(f"judge {getattr(judge, 'name', judge)!r} must return one probability in [0, 1] per pair")
+    results, start = [], 0
+    for ids, candidate in zip(lists, candidates):
+        row = scores[start : start + len(ids)]
+        start += len(ids)
+        order = np.argsort(-row, kind="stable")
+        info = {AT_FIRST: float(row[0]) if len(ids) else float("nan")}
+        results.append(
+            RetrievalResult(name, tuple(ids[i] for i in order), row[order], info=info, view=candidate.view, corpus=candidate.corpus)
+        )
+    return results
