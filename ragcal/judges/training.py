@@ -36,10 +36,9 @@ from .._io import atomic_write_text
 from .._params import check_float, check_int, parameter_error
 from .pairs import PAIR_COLUMNS
 from .protocol import question_key
+from .trained import JUDGE_FORMAT, TrainedJudge, is_judge_folder
 
-__all__ = ["JUDGE_FORMAT", "JudgeTraining", "train_judge", "default_base_model"]
-
-JUDGE_FORMAT = "ragcal-judge/1"
+__all__ = ["JudgeTraining", "train_judge", "default_base_model"]
 
 
 def default_base_model() -> str:
@@ -206,7 +205,6 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     from transformers import get_linear_schedule_with_warmup
     from transformers.utils import logging as transformers_logging
 
-    from .trained import TrainedJudge, is_judge_folder
 
     training = training or JudgeTraining()
     pairs = _check_pairs_table(pairs)

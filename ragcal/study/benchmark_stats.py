@@ -132,13 +132,17 @@ def clustered_share(successes, groups, *, n_resamples: int = 2000, confidence: f
     return share, float(low), float(high)
 
 
-def learned_heldout(table: pd.DataFrame, signals, splits, *, rule: str = LEARNED_RULE, random_state=0):
+def learned_heldout(
+    table: pd.DataFrame, signals, splits, *, rule: str = LEARNED_RULE, random_state=0, max_folds: int | None = None
+):
     """The learned gate nested held out on each split: model and threshold fitted on the calibration side only.
 
     On each calibration side a logistic model over ``signals`` is fitted on
     every row, and its threshold (``rule``) on out-of-fold scores of those
     rows, cross-fitted with one calibration article left out at a time, so
-    the threshold never sees a score from a model that saw that article.
+    the threshold never sees a score from a model that saw that article
+    (at most ``max_folds`` folds of whole articles when given: with one
+    question per group, leaving one out at a time is needlessly slow).
     The evaluation side (whole other articles) is then counted, and its AUC
     computed.
 
@@ -156,9 +160,8 @@ def learned_heldout(table: pd.DataFrame, signals, splits, *, rule: str = LEARNED
         fitted_on, counted_on = table[calibration].reset_index(drop=True), table[~calibration].reset_index(drop=True)
         groups = fitted_on[GROUP_COLUMN].to_numpy()
         model = fit_learned_score(fitted_on, signals, random_state=random_state)
-        out_of_fold = crossfit_scores(
-            fitted_on, signals, n_folds=len(pd.unique(groups)), random_state=random_state, groups=groups
-        )
+        n_folds = len(pd.unique(groups)) if max_folds is None else min(len(pd.unique(groups)), max_folds)
+        out_of_fold = crossfit_scores(fitted_on, signals, n_folds=n_folds, random_state=random_state, groups=groups)
         threshold = fit_threshold(rule, out_of_fold, fitted_on["answerable"])
         scored = counted_on.assign(learned=model.score(counted_on[signals].to_numpy(dtype=float)))
         labels = scored["answerable"].to_numpy(dtype=bool)

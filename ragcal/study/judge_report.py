@@ -1,0 +1,205 @@
+"""The judge study's summary.md for one corpus, and the overview across corpora (``results/judge/summary.md``).
+
+Only formatting: every number comes from the tables :func:`ragcal.study.judge.judge_study` computed.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["judge_summary", "judge_overview"]
+
+
+def _share(value) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f}%"
+
+
+def _number(value, digits: int = 3) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _interval(row, low: str, high: str, *, share: bool = False) -> str:
+    form = _share if share else _number
+    return f"[{form(row[low])}, {form(row[high])}]"
+
+
+def _heldout_rows(summary: pd.DataFrame, gates, measures) -> list[dict]:
+    rows = []
+    for gate in gates:
+        found = summary[summary["gate"] == gate]
+        if found.empty:
+            continue
+        row = {"gate": gate}
+        for measure, label in measures.items():
+            match = found[found["measure"] == measure]
+            if not match.empty:
+                values = match.iloc[0]
+                row[label] = f"{_share(values['mean'])} [{_share(values['p2_5'])}, {_share(values['p97_5'])}]"
+        rows.append(row)
+    return rows
+
+
+def _markdown(rows) -> str:
+    frame = pd.DataFrame(rows)
+    return frame.to_markdown(index=False) if not frame.empty else "(nothing to show)"
+
+
+def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, judge_signals, n_resamples: int) -> str:
+    """Markdown: the corpus, how the judges were trained, and what they buy, with intervals."""
+    folds, auc = tables["folds"], tables["auc_compared"]
+    training = config["judge_training"]
+    grouped = spec.group_column is not None
+    unit = "article" if grouped else "question"
+    lines = [
+        f"# Judge study: {spec.title}",
+        "",
+        f"{auc['n_questions'].iloc[0]} questions in {auc['n_groups'].iloc[0]} {unit} groups. "
+        f"{len(folds)} judges, cross-fitted by {unit}: each fine-tuned from all-MiniLM-L6-v2 "
+        f"({training['epochs']} epochs, batch {training['batch_size']}, learning rate {training['learning_rate']}, "
+        f"{training['max_length']} tokens, seed {training['random_state']}"
+        + (f", at most {training['max_pairs']} pairs" if training.get("max_pairs") else "")
+        + f") on the other folds' questions, and scoring only its own fold's, reading the dense top "
+        f"{config['judge_depth']}. No question is scored by a judge trained on it "
+        "(ragcal.judges checks every fold). The learned gates are cross-fitted by "
+        f"{unit} too; every threshold below is fitted on the calibration half of a split only.",
+        "",
+        "## Judges",
+        "",
+        _markdown(
+            [
+                {
+                    "fold": row.fold,
+                    "questions scored": row.n_questions,
+                    "trained on (questions)": row.n_training_questions,
+                    "pairs (answering)": f"{row.n_pairs} ({row.n_positive})",
+                    "training s": f"{row.train_seconds:.0f}",
+                    "final validation loss": _number(row.final_validation_loss),
+                }
+                for row in folds.itertuples()
+            ]
+        ),
+        "",
+        "## Separation: AUC, answerable vs unanswerable",
+        "",
+        f"Intervals: 95% bootstrap over questions and over whole {unit}s ({n_resamples} resamples).",
+        "",
+        _markdown(
+            [
+                {
+                    "signal": row.signal,
+                    "AUC": _number(row.auc),
+                    "questions": _interval(row._asdict(), "question_low", "question_high"),
+                    f"{unit}s": _interval(row._asdict(), "group_low", "group_high"),
+                }
+                for row in auc.itertuples()
+            ]
+        ),
+        "",
+        f"## Held out: `keep@0.95`, over {n_splits} splits by {unit}",
+        "",
+        "Mean over splits [2.5th, 97.5th percentile]. A learned gate is nested: model and threshold fitted on the "
+        "calibration half only.",
+        "",
+    ]
+    slices = [measure for measure in tables["heldout_summary"]["measure"].unique() if measure != "unanswerable_refused"]
+    measures = {measure: measure.replace("_", " ") for measure in [*slices, "unanswerable_refused"]}
+    lines += [_markdown(_heldout_rows(tables["heldout_summary"], tables["heldout_summary"]["gate"].unique(), measures)), ""]
+    lines += [
+        "## Certified: `risk_guarantee@0.2` on the calibration half, selective risk on the other",
+        "",
+        "Learn-then-Test certifies a threshold whose selective risk (answered without a gold passage passed on) is "
+        "at most 20% with 90% confidence; the table shows what it does on the held-out half. A gate on "
+        "`judge_top1` passes on only the passages the judge accepts.",
+        "",
+        _markdown(
+            _heldout_rows(
+                tables["certified_summary"],
+                tables["certified_summary"]["gate"].unique(),
+                {"selective_risk": "selective risk", "coverage": "coverage", "answerable_kept": "answerable kept",
+                 "unanswerable_refused": "unanswerable refused"},
+            )
+        ),
+        "",
+        "## Risk–coverage",
+        "",
+    ]
+    areas = tables["risk_coverage_summary"]
+    aurc = areas[areas["measure"] == "aurc"]
+    lines += [
+        _markdown(
+            [
+                {"gate": row.name, "AURC (lower is better)": _number(row.value),
+                 "questions": _interval(row._asdict(), "low", "high"),
+                 f"{unit}s": _interval(row._asdict(), "article_low", "article_high")}
+                for row in aurc.itertuples()
+            ]
+        ),
+        "",
+        "## Cost",
+        "",
+        _markdown(
+            [
+                {"step": row.step,
+                 "seconds per question": _number(row.seconds_per_question, 4),
+                 "measured on": f"{row.n} {'questions' if 'training' not in row.step else 'folds'}"
+                 + (f", mean {row.seconds:.0f} s" if "training" in row.step else "")}
+                for row in tables["cost"].itertuples()
+            ]
+        ),
+        "",
+        "## What fails",
+        "",
+        "The unanswerable questions the judge is surest are answered, and the answerable ones it is surest are not "
+        "(top judged passage, first 400 characters).",
+        "",
+    ]
+    for row in tables["failures"].itertuples():
+        lines.append(
+            f"- *{row.kind}* ({row.id}, judge {row.judge_top1:.2f}, dense {row.dense_top1:.2f}): "
+            f"**{row.query}** — `{row.passage}`: {row.passage_text}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def judge_overview(results_root, names, *, titles=None) -> str:
+    """``results/judge/summary.md``: the headline numbers of every corpus side by side, read from their folders."""
+    from .judge import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE
+
+    results_root = Path(results_root)
+    rows = []
+    for name in names:
+        folder = results_root / name
+        auc = pd.read_csv(folder / "auc_compared.csv")
+        heldout = pd.read_csv(folder / "heldout_summary.csv")
+        for signal in ("dense_top1", LEARNED_RETRIEVAL, "judge_top1", "judge_at_dense_top1", LEARNED_WITH_JUDGE):
+            found = auc[auc["signal"] == signal]
+            if found.empty:
+                continue
+            row = found.iloc[0]
+            refused = heldout[(heldout["gate"] == signal) & (heldout["measure"] == "unanswerable_refused")]
+            near = heldout[(heldout["gate"] == signal) & (heldout["measure"] == "near_domain_refused")]
+            kept = heldout[(heldout["gate"] == signal) & (heldout["measure"] == "answerable_kept")]
+            rows.append(
+                {
+                    "corpus": (titles or {}).get(name, name),
+                    "gate": signal,
+                    "AUC [group interval]": f"{_number(row['auc'])} {_interval(row, 'group_low', 'group_high')}",
+                    "keep@0.95: unanswerable refused": _share(refused["mean"].iloc[0]) if not refused.empty else "–",
+                    "near-domain refused": _share(near["mean"].iloc[0]) if not near.empty else "–",
+                    "answerable kept": _share(kept["mean"].iloc[0]) if not kept.empty else "–",
+                }
+            )
+    return "\n".join(
+        [
+            "# Judge study: overview",
+            "",
+            "Held-out means over splits; each corpus's summary.md has the intervals, the certified selective risk, "
+            "the risk–coverage areas, the cost and the failures.",
+            "",
+            _markdown(rows),
+            "",
+        ]
+    )
