@@ -24,7 +24,8 @@ From reply to ``P(passage answers question)``:
   covers, and counted in ``last_stats["unreadable"]``, never guessed. The
   judge signals then treat NaN as no verdict: :func:`judge_results` sorts it
   after every judged passage, so ``judge_top1`` ignores it unless nothing
-  was judged, and ``judge_mass`` counts it as not answering.
+  was judged, ``judge_mass`` counts it as not answering, and ``judge_at_dense_top1``
+  and ``judge_gap`` are NaN where they read it.
 
 Replies are cached in ragcal's LLM verdict cache
 (:class:`ragcal.llm.VerdictCache`), keyed by the endpoint's model
