@@ -238,6 +238,15 @@ class LLMJudge:
         ``graded`` (pairs scored from log-probabilities), ``seconds`` (of the
         server's replies to the requests sent).
 
+    Notes
+    -----
+    P is 1.0 for a "yes" and 0.0 for a "no" (in passage mode with
+    ``graded``, the verdict token's true mass instead); a reply that cannot
+    be read (not JSON, wrong fields, a number out of range) is NaN for every
+    pair it covers and counted in ``last_stats["unreadable"]``. Judge signals
+    treat NaN as no verdict: ``judge_top1`` sorts it last, ``judge_mass``
+    counts it as not answering.
+
     Examples
     --------
     >>> from ragcal.llm import LocalLLMServer                                    # doctest: +SKIP
