@@ -11,6 +11,7 @@
 """
 
 from .cross_encoder import CrossEncoderJudge
+from .llm import LLMJudge
 from .pairs import judge_pairs
 from .protocol import Judge, JudgeLeakageError, check_not_trained_on, question_key
 from .results import JUDGE, judge_results
@@ -22,6 +23,7 @@ __all__ = [
     "JudgeLeakageError",
     "JudgeFileError",
     "CrossEncoderJudge",
+    "LLMJudge",
     "TrainedJudge",
     "JudgeTraining",
     "JUDGE",

@@ -85,11 +85,18 @@ class ChatEndpoint:
 
 @dataclass(frozen=True)
 class ChatReply:
-    """One schema-matching reply: the parsed message, and the token counts the server reported (None if none)."""
+    """One schema-matching reply: the parsed message, the token counts and token logprobs the server reported.
+
+    ``token_logprobs`` is the reply's ``choices[0].logprobs.content`` (one
+    ``{"token", "logprob", "top_logprobs"}`` per generated token) when
+    :func:`chat_json` asked for ``top_logprobs`` and the server gave them;
+    None otherwise.
+    """
 
     message: dict
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    token_logprobs: list | None = None
 
 
 _JSON_TYPES = {
@@ -157,6 +164,7 @@ def chat_json(
     temperature: float = 0.0,
     seed: int = 0,
     max_tokens: int = 128,
+    top_logprobs: int = 0,
 ) -> ChatReply:
     """Ask ``endpoint`` one chat completion constrained to ``schema``; return the parsed message.
 
@@ -175,6 +183,10 @@ def chat_json(
     max_tokens : int, default=128
         A reply cut off at this length is not valid JSON: an
         :class:`LLMReplyError` that says so.
+    top_logprobs : int, default=0
+        When positive, ask for each generated token's log-probability and its
+        ``top_logprobs`` most likely alternatives (OpenAI's ``logprobs``;
+        llama.cpp's server gives them before the schema's grammar is applied).
 
     Returns
     -------
@@ -193,6 +205,7 @@ def chat_json(
     temperature = check_float(temperature, "temperature", "chat_json", low=0, low_open=False)
     seed = check_int(seed, "seed", "chat_json")
     max_tokens = check_int(max_tokens, "max_tokens", "chat_json", low=1)
+    top_logprobs = check_int(top_logprobs, "top_logprobs", "chat_json", low=0, high=20)
     body = {
         "model": endpoint.model,
         "messages": list(messages),
@@ -204,6 +217,8 @@ def chat_json(
             "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
         },
     }
+    if top_logprobs:
+        body.update(logprobs=True, top_logprobs=top_logprobs)
     where = f"LLM endpoint {endpoint.chat_url}"
     request = urllib.request.Request(
         endpoint.chat_url,
@@ -241,7 +256,9 @@ def chat_json(
     if problem:
         raise LLMReplyError(f"{where}: the message does not match the schema: {problem}")
     usage = completion.get("usage") if isinstance(completion.get("usage"), dict) else {}
-    return ChatReply(reply, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+    logprobs = choice.get("logprobs") if isinstance(choice.get("logprobs"), dict) else {}
+    tokens = logprobs.get("content") if top_logprobs and isinstance(logprobs.get("content"), list) else None
+    return ChatReply(reply, _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")), tokens)
 
 
 def _count(value) -> int | None:
