@@ -15,8 +15,12 @@ from pathlib import Path
 import pandas as pd
 
 from .cross_encoder import CrossEncoderJudge
+from .protocol import check_not_trained_on
 
-__all__ = ["TrainedJudge", "JudgeFileError", "is_judge_folder"]
+__all__ = ["TrainedJudge", "JudgeFileError", "is_judge_folder", "JUDGE_FORMAT"]
+
+#: The ``format`` of a judge folder's judge.json (written by :func:`~ragcal.judges.training.train_judge`).
+JUDGE_FORMAT = "ragcal-judge/1"
 
 
 class JudgeFileError(ValueError):
@@ -60,8 +64,6 @@ class TrainedJudge(CrossEncoderJudge):
             description = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise JudgeFileError(f"{path}: not valid JSON ({error})") from None
-        from .training import JUDGE_FORMAT
-
         if not isinstance(description, dict) or description.get("format") != JUDGE_FORMAT:
             found = description.get("format") if isinstance(description, dict) else type(description).__name__
             raise JudgeFileError(f"{path}: expected format {JUDGE_FORMAT!r}, found {found!r:.80}")
@@ -74,6 +76,13 @@ class TrainedJudge(CrossEncoderJudge):
         self.folder = folder
         self.description = description
         self.trained_on = frozenset(trained_on)
+
+    def score(self, questions, passages):
+        """As :meth:`CrossEncoderJudge.score`; raises :class:`JudgeLeakageError` for a question it was trained on."""
+        if not isinstance(questions, str):  # one str is refused by the pair check
+            questions = list(questions)
+            check_not_trained_on(self, questions)
+        return super().score(questions, passages)
 
     @property
     def curve(self) -> pd.DataFrame:
