@@ -41,7 +41,7 @@ def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, ma
     import torch
 
     model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
-    max_length = max_length or getattr(cross_encoder, "max_length", None) or tokenizer.model_max_length
+    max_length = max_length or model_max_length(cross_encoder) or tokenizer.model_max_length
     n_labels = int(model.config.num_labels)
     output = np.empty((len(questions), n_labels), dtype=np.float64)
     order = np.argsort([len(question) + len(passage) for question, passage in zip(questions, passages)], kind="stable")
@@ -60,6 +60,11 @@ def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, ma
             encoded = {key: value.to(model.device) for key, value in encoded.items()}
             output[rows] = model(**encoded).logits.float().cpu().numpy().reshape(len(rows), n_labels)
     return output
+
+
+def model_max_length(cross_encoder) -> int | None:
+    """The tokens a ``CrossEncoder`` reads per pair: ``max_seq_length`` (``max_length`` in older versions)."""
+    return getattr(cross_encoder, "max_seq_length", None) or getattr(cross_encoder, "max_length", None)
 
 
 def _positive_label(config, positive_label) -> int | None:
@@ -159,7 +164,7 @@ class CrossEncoderJudge:
         self.model_name = str(model)
         self.cross_encoder = load_cross_encoder(self.model_name, device=device, local_files_only=local_files_only, what="judge")
         self.positive = _positive_label(self.cross_encoder.model.config, positive_label)
-        self.max_length = int(max_length or getattr(self.cross_encoder, "max_length", None) or 512)
+        self.max_length = int(max_length or model_max_length(self.cross_encoder) or 512)
         label, digest = weights_digest(self.model_name, self.cross_encoder)
         self.name = name or label
         rule = "sigmoid" if self.positive is None else f"softmax[{self.positive}]"

@@ -72,7 +72,10 @@ def check_not_trained_on(judge, questions) -> None:
     trained_on = getattr(judge, "trained_on", frozenset())
     if not trained_on:
         return
-    seen = [question for question in dict.fromkeys(map(str, questions)) if question_key(question) in trained_on]
+    first_text = {}  # one entry per question, however its case, spacing or Unicode form varies
+    for question in map(str, questions):
+        first_text.setdefault(question_key(question), question)
+    seen = [question for key, question in first_text.items() if key in trained_on]
     if seen:
         shown = "; ".join(repr(question[:80]) for question in seen[:3])
         raise JudgeLeakageError(

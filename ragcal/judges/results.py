@@ -66,7 +66,7 @@ def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: s
         [query for query, ids in zip(queries, lists) for _ in ids], [texts[chunk_id] for ids in lists for chunk_id in ids]
     )
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if scores.size != sum(map(len, lists)) or np.any((scores < 0) | (scores > 1)):
+    if scores.size != sum(map(len, lists)) or not np.all((scores >= 0) & (scores <= 1)):  # NaN is no probability
         raise ValueError(f"judge {getattr(judge, 'name', judge)!r} must return one probability in [0, 1] per pair")
     results, start = [], 0
     for ids, candidate in zip(lists, candidates):

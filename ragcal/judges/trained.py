@@ -15,10 +15,11 @@ from pathlib import Path
 import pandas as pd
 
 from .cross_encoder import CrossEncoderJudge
+from .protocol import check_not_trained_on
 
-__all__ = ["JUDGE_FORMAT", "TrainedJudge", "JudgeFileError", "is_judge_folder"]
+__all__ = ["TrainedJudge", "JudgeFileError", "is_judge_folder", "JUDGE_FORMAT"]
 
-#: The format name in judge.json.
+#: The ``format`` of a judge folder's judge.json (written by :func:`~ragcal.judges.training.train_judge`).
 JUDGE_FORMAT = "ragcal-judge/1"
 
 
@@ -75,6 +76,13 @@ class TrainedJudge(CrossEncoderJudge):
         self.folder = folder
         self.description = description
         self.trained_on = frozenset(trained_on)
+
+    def score(self, questions, passages):
+        """As :meth:`CrossEncoderJudge.score`; raises :class:`JudgeLeakageError` for a question it was trained on."""
+        if not isinstance(questions, str):  # one str is refused by the pair check
+            questions = list(questions)
+            check_not_trained_on(self, questions)
+        return super().score(questions, passages)
 
     @property
     def curve(self) -> pd.DataFrame:

@@ -38,7 +38,7 @@ from .pairs import PAIR_COLUMNS
 from .protocol import question_key
 from .trained import JUDGE_FORMAT, TrainedJudge, is_judge_folder
 
-__all__ = ["JudgeTraining", "train_judge", "default_base_model"]
+__all__ = ["JUDGE_FORMAT", "JudgeTraining", "train_judge", "default_base_model"]
 
 
 def default_base_model() -> str:
@@ -205,7 +205,6 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     from transformers import get_linear_schedule_with_warmup
     from transformers.utils import logging as transformers_logging
 
-
     training = training or JudgeTraining()
     pairs = _check_pairs_table(pairs)
     out_dir = Path(out_dir)
@@ -217,6 +216,11 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     if groups.shape != (len(pairs),):
         raise ValueError(f"train_judge: {len(groups)} groups for {len(pairs)} pairs")
     train_rows, validation_rows = _split(pairs, groups, training)
+    if np.unique(pairs["label"].to_numpy()[train_rows]).size < 2:
+        raise ValueError(
+            f"train_judge: the {train_rows.size} pairs left to train on (validation questions and max_pairs set "
+            "aside) all have one label; hold out fewer questions or give more pairs"
+        )
     base = training.base_model or default_base_model()
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
@@ -293,7 +297,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         "stopped_early": stopped_early,
         "train_seconds": round(seconds, 1),
         "torch_threads": torch.get_num_threads(),
-        "final_validation_loss": curve[-1]["validation_loss"],
+        "final_validation_loss": None if math.isnan(curve[-1]["validation_loss"]) else curve[-1]["validation_loss"],
         "trained_on": trained_questions,
     }
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
