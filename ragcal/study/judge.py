@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from ..gates.learned import crossfit_scores
 from ..gates.support import support_inputs, support_levels
 from ..judges.crossfit import crossfit_judge_results
 from ..judges.training import JudgeTraining
-from ..metrics import auc_table
+from ..metrics import DegenerateInputWarning, auc_table
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import JUDGE_SIGNALS, SIGNALS
@@ -319,11 +320,14 @@ def judge_study(
     directions = {name: SIGNALS[name].higher_is_answerable for name in SIGNALS if name in table.columns}
     directions.update({gate: True for gate in learned_sets})
 
-    auc = auc_table(table, list(directions), directions=directions, n_resamples=n_resamples, random_state=random_state)
-    overall = auc[auc["comparison"] == "all unanswerable"].dropna(subset=["auc"])
-    best_retrieval = next(
-        (name for name in overall.sort_values("auc", ascending=False)["signal"] if name in retrieval_signals), BASELINE
-    )
+    with warnings.catch_warnings():  # the BM25 "matched nothing" flags are constant on most corpora: NaN, said once
+        warnings.simplefilter("ignore", DegenerateInputWarning)
+        auc = auc_table(
+            table, list(directions), directions=directions, n_resamples=n_resamples, random_state=random_state
+        )
+    overall = auc[auc["comparison"] == "all unanswerable"]
+    ranked = overall.dropna(subset=["auc"]).sort_values("auc", ascending=False)["signal"]
+    best_retrieval = next((name for name in ranked if name in retrieval_signals), BASELINE)
     compared = list(dict.fromkeys([BASELINE, best_retrieval, LEARNED_RETRIEVAL, *judge_signals, LEARNED_WITH_JUDGE]))
     answerable = table["answerable"].to_numpy(dtype=bool)
     clustered = []
