@@ -16,7 +16,10 @@ import pandas as pd
 
 from .cross_encoder import CrossEncoderJudge
 
-__all__ = ["TrainedJudge", "JudgeFileError", "is_judge_folder"]
+__all__ = ["JUDGE_FORMAT", "TrainedJudge", "JudgeFileError", "is_judge_folder"]
+
+#: The ``format`` of a judge folder's judge.json (written by :func:`ragcal.judges.training.train_judge`).
+JUDGE_FORMAT = "ragcal-judge/1"
 
 
 class JudgeFileError(ValueError):
@@ -60,8 +63,6 @@ class TrainedJudge(CrossEncoderJudge):
             description = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise JudgeFileError(f"{path}: not valid JSON ({error})") from None
-        from .training import JUDGE_FORMAT
-
         if not isinstance(description, dict) or description.get("format") != JUDGE_FORMAT:
             found = description.get("format") if isinstance(description, dict) else type(description).__name__
             raise JudgeFileError(f"{path}: expected format {JUDGE_FORMAT!r}, found {found!r:.80}")

@@ -36,10 +36,9 @@ from .._io import atomic_write_text
 from .._params import check_float, check_int, parameter_error
 from .pairs import PAIR_COLUMNS
 from .protocol import question_key
+from .trained import JUDGE_FORMAT
 
 __all__ = ["JUDGE_FORMAT", "JudgeTraining", "train_judge", "default_base_model"]
-
-JUDGE_FORMAT = "ragcal-judge/1"
 
 
 def default_base_model() -> str:

@@ -151,7 +151,8 @@ def test_a_gate_on_judge_top1_answers_with_the_passages_the_judge_accepts(traine
     assert gate["gate"]["signal"] == "judge_top1"
     assert gate["provenance"]["judge_fingerprint"] == TrainedJudge(trained.root / "judge", use_cache=False).fingerprint
     threshold = gate["gate"]["threshold"]
-    code = main(["ask", "--gate", str(trained.root / "gate.json"), "--queries", str(trained.root / "queries.csv"), "--json",
+    code = main(["ask", "--gate", str(trained.root / "gate.json"), "--queries", str(trained.root / "queries.csv"),
+                 "--json",
                  "--cache-dir", str(trained.cache)])
     assert code == 0
     decisions = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -229,7 +230,7 @@ def test_judge_depth_without_a_judge_is_refused(workspace, tmp_path, capsys):
 
 
 def test_candidates_train_a_judge_and_score_with_it(workspace, tmp_path, capsys):
-    """``--candidates FILE.jsonl``: pairs from the candidates' dense list; score --candidates --judge adds the signals."""
+    """``--candidates FILE.jsonl``: pairs from the candidates' dense list; ``score --candidates --judge`` too."""
 
     def record(query_id, query, answerable, passages):
         listed = [{"id": pid, "text": text, **({} if answers is None else {"answers": answers})}
