@@ -61,10 +61,10 @@ def require_serve_dependencies() -> None:
 
 
 def _question_index(index):
-    """A copy of ``index`` whose embedder and reranker read and write no on-disk cache; ``index`` is unchanged.
+    """A copy of ``index`` whose embedder, reranker and judge use no on-disk cache; ``index`` is unchanged.
 
     Served questions are encoded fresh and never written to the embedding
-    (or rerank) cache: users' questions do not end up in a file on disk, the
+    (or rerank, or judge) cache: users' questions do not end up in a file on disk, the
     cache does not grow with traffic, and the cache's SQLite connection,
     opened by the thread that built the index, is never used from the
     worker thread (SQLite connections refuse other threads). Nothing is
@@ -87,7 +87,11 @@ def _question_index(index):
     if reranker is not None:
         reranker = copy.copy(reranker)
         reranker.use_cache = False
-    return dataclasses.replace(index, dense=dense, reranker=reranker, _views={}, _description=None)
+    judge = index.judge
+    if judge is not None and hasattr(judge, "use_cache"):
+        judge = copy.copy(judge)
+        judge.use_cache = False
+    return dataclasses.replace(index, dense=dense, reranker=reranker, judge=judge, _views={}, _description=None)
 
 
 class _LevelsUnavailable(ValueError):

@@ -13,6 +13,7 @@ it returns. One module per command group:
 - :mod:`ragcal.cli.review`: ``review`` (a review sample of a live log, and estimates from its labels);
 - :mod:`ragcal.cli.benchmarks`: ``import-benchmark`` (SQuAD 2.0, BEIR or a candidates JSONL as a corpus and queries);
 - :mod:`ragcal.cli.llm`: ``llm-abstain`` (an LLM's own "I don't know" per question, as a logged signal);
+- :mod:`ragcal.cli.judges`: ``train-judge`` (a question-passage judge fine-tuned on a labeled set);
 - :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora).
 
 ``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
@@ -28,7 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, calibrate, chunking, gates, join, llm, monitor, review, scores, serve
+from . import benchmarks, calibrate, chunking, gates, join, judges, llm, monitor, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in (scores, calibrate, join, chunking, gates, serve, monitor, review, benchmarks, llm, study_commands):
+    groups = (scores, calibrate, join, chunking, gates, serve, monitor, review, benchmarks, llm, judges, study_commands)
+    for group in groups:
         group.add_parsers(commands)
     return parser
 

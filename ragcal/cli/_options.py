@@ -114,6 +114,29 @@ def add_rerank_options(parser: argparse.ArgumentParser, *, depth: bool = True) -
         )
 
 
+def add_judge_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--judge",
+        default=None,
+        metavar="PATH_OR_NAME",
+        help="a judge that reads the top dense passages (judge_* signals): a folder from `ragcal train-judge`, or "
+        "any cross-encoder folder or Hugging Face Hub name",
+    )
+    parser.add_argument(
+        "--judge-depth", type=int, default=None, metavar="K", help="dense passages the judge reads (default 10)"
+    )
+
+
+def check_judge_depth(args, provenance=None) -> None:
+    if args.judge_depth is not None and args.judge is None and not (provenance or {}).get("judge"):
+        raise ValueError("--judge-depth needs a judge: pass --judge PATH_OR_NAME")
+
+
+def judge_options(args) -> dict:
+    """``judge`` and ``judge_depth`` for the library, from ``--judge`` and ``--judge-depth``."""
+    return {"judge": args.judge, "judge_depth": args.judge_depth if args.judge_depth is not None else 10}
+
+
 def add_access_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--access",

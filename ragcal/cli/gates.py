@@ -10,8 +10,10 @@ from ._options import (
     LazyHelp,
     access_options,
     add_access_options,
+    add_judge_options,
     add_rerank_options,
     add_signals_module,
+    check_judge_depth,
     check_rerank_depth,
     report_visibility,
 )
@@ -118,6 +120,7 @@ def add_gate_index_options(parser) -> None:
     )
     parser.add_argument("--cache-dir", type=Path, default=None, help="embedding cache folder")
     add_rerank_options(parser)
+    add_judge_options(parser)
     add_access_options(parser)
     add_signals_module(parser)
 
@@ -272,6 +275,9 @@ def run_fit_gate(args) -> None:
         print(f"  stage {stage.name} ({stage.tier}): {stage.gate.signal} >= {stage.gate.threshold:.4f}")
     if any(name in table.columns for name in ("rerank_top1", "rerank_gap")) and "reranker" in (provenance or {}):
         print(f"  reranker: {provenance['reranker']} (its scores have their own scale; this gate's bars are on it)")
+    if "judge" in gate.retrievers and "judge" in (provenance or {}):
+        fingerprint = provenance.get("judge_fingerprint")
+        print(f"  judge: {provenance['judge']} ({fingerprint}; `ask` and `serve` need this very judge)")
     print("answered per slice (in-sample: fitted and scored on the same queries):")
     for row in answered.itertuples():
         print(f"  {row.slice:<20} {row.share:6.1%}  ({row.k}/{row.n})  [{row.low:.1%}, {row.high:.1%}]")
@@ -415,9 +421,9 @@ def load_gate_and_index(args, *, command: str = "ask"):
     """Read ``--gate``, build the index it was fitted for, and load the gate on it: what ``ask`` and ``serve`` do.
 
     The index reproduces the gate's model, chunking, excluded pages and
-    reranker (from its provenance, unless the options say otherwise) and is
-    restricted to ``--access``; :func:`ragcal.gates.load_gate` then refuses
-    a gate fitted on another model, chunking or reranker.
+    reranker and judge (from its provenance, unless the options say
+    otherwise) and is restricted to ``--access``; :func:`ragcal.gates.load_gate`
+    then refuses a gate fitted on another model, chunking, reranker or judge.
 
     Returns
     -------
@@ -456,10 +462,15 @@ def load_gate_and_index(args, *, command: str = "ask"):
         options["reranker"] = args.reranker
     if args.rerank_depth is not None:
         options["rerank_depth"] = args.rerank_depth
+    check_judge_depth(args, document["provenance"])
+    if args.judge is not None:
+        options["judge"] = args.judge
+    if args.judge_depth is not None:
+        options["judge_depth"] = args.judge_depth
     print(f"ragcal {command}: corpus {corpus}", file=sys.stderr)
     index = build_index(corpus, cache_dir=args.cache_dir, **options, **access_options(args, document["provenance"]))
     report_visibility(index)
-    gate = load_gate(args.gate, index=index)  # refuses another model, chunking or reranker
+    gate = load_gate(args.gate, index=index)  # refuses another model, chunking, reranker or judge
     return document, gate, index
 
 

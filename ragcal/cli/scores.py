@@ -10,10 +10,13 @@ from ._options import (
     add_access_options,
     add_chunking_options,
     add_index_options,
+    add_judge_options,
     add_rerank_options,
     add_signals_module,
+    check_judge_depth,
     check_rerank_depth,
     exclude_option,
+    judge_options,
     print_slice_summary,
     report_visibility,
 )
@@ -35,6 +38,7 @@ def add_parsers(commands) -> None:
     score.add_argument("--runs", type=Path, default=None, help="folder for TREC run files, one per retriever")
     add_index_options(score)
     add_rerank_options(score)
+    add_judge_options(score)
     add_access_options(score)
     add_signals_module(score)
     add_extra_signals_options(score)
@@ -96,6 +100,7 @@ def run_score(args) -> None:
     if args.queries is None:
         raise ValueError("score needs a labeled query file (or --candidates FILE.jsonl, which carries its labels)")
     check_rerank_depth(args)
+    check_judge_depth(args)
     logged = read_extra_signals(args)  # a bad --extra-signals file fails before the index is built
     # score_query_file validates the query file against the corpus before any expensive work or any write.
     table, index, retrieved = score_query_file(
@@ -111,6 +116,7 @@ def run_score(args) -> None:
         use_cache=not args.no_cache,
         reranker=args.reranker,
         rerank_depth=args.rerank_depth if args.rerank_depth is not None else 50,
+        **judge_options(args),
         **access_options(args),
         dense_index=args.dense_index,
     )
@@ -127,6 +133,7 @@ def run_score(args) -> None:
     if args.runs is not None:
         write_trec_runs(args.runs, table["id"], retrieved, config=config)
     print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals)")
+    print_judge(config)
     print_slice_summary(table)
 
 
@@ -141,6 +148,7 @@ def run_score_candidates(args) -> None:
 
     if args.candidates is None:
         raise ValueError("--passages and --run-tag go with --candidates run.trec")
+    check_judge_depth(args)
     given = [option for dest, (option, default) in args.corpus_only.items() if getattr(args, dest) != default]
     if given:
         raise ValueError(
@@ -166,7 +174,9 @@ def run_score_candidates(args) -> None:
             )
         logged = read_extra_signals(args)  # None; refuses --direction or --allow-missing without a file
         candidates = read_candidates_jsonl(args.candidates)
-    scores = score_candidates(candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache)
+    scores = score_candidates(
+        candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache, **judge_options(args)
+    )
     config = {**scores.config, "run_tag": args.run_tag}
     config.update({name: str(path) for name, path in files.items()})
     config.update({f"{name}_sha256": sha256_file(path) for name, path in files.items()})
@@ -180,10 +190,20 @@ def run_score_candidates(args) -> None:
         f"passages, at most {config['candidate_depth']} per question"
     )
     print(f"computed: {', '.join(computed)}")
+    print_judge(config)
     print("corpus-level statistics (BM25 IDF, dense centroids) are those of the candidate pool, not of your corpus")
     for name, reason in scores.left_out.items():
         print(f"left out {name}: {reason}")
     print_slice_summary(table)
+
+
+def print_judge(config: dict) -> None:
+    """One line on the judge behind the judge_* columns, when there is one."""
+    if config.get("judge_fingerprint"):
+        print(
+            f"judge {config['judge_fingerprint']}: read the top {config['judge_depth']} dense passages of each "
+            "question (judge_* signals; a gate on them needs this very judge)"
+        )
 
 
 def run_chunks(args) -> None:

@@ -50,6 +50,9 @@ PROVENANCE_KEYS = (
     "reranker",
     "reranker_fingerprint",
     "rerank_depth",
+    "judge",
+    "judge_fingerprint",
+    "judge_depth",
     "access_map",
     "access_map_sha256",
     "default_access",
@@ -129,8 +132,9 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
 
     ``config`` is an index's :attr:`ragcal.retrieval.index.RetrievalIndex.config`. A
     gate that reads the ``"rerank"`` view (in ``retrievers``) also needs the
-    same reranker. A different corpus digest (the docs changed) or other
-    access levels are only a :class:`GateWarning`.
+    same reranker, and one that reads the ``"judge"`` view the same judge
+    (fingerprint) reading as many passages. A different corpus digest (the
+    docs changed) or other access levels are only a :class:`GateWarning`.
     """
     fitted_on = provenance.get("model_fingerprint")
     if not fitted_on:
@@ -162,6 +166,8 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
             f"{config.get('reranker_fingerprint') or 'no reranker'}; a threshold on another reranker's scale is wrong: "
             "pass the gate's --reranker, or fit again"
         )
+    if "judge" in retrievers:
+        _check_judge(provenance, config, source)
     fitted_levels, levels = provenance.get("allowed_levels"), config.get("allowed_levels")
     if fitted_levels != levels:
         warnings.warn(
@@ -181,8 +187,25 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
         )
 
 
+def _check_judge(provenance: dict, config: dict, source) -> None:
+    """A gate on judge signals needs the judge it was fitted with, reading as many passages."""
+    if provenance.get("judge_fingerprint") != config.get("judge_fingerprint"):
+        raise GateFileError(
+            f"{source}: the gate reads judge scores fitted with judge "
+            f"{provenance.get('judge_fingerprint') or '(none recorded)'} but the index uses "
+            f"{config.get('judge_fingerprint') or 'no judge'}; a threshold on another judge's scale is wrong: "
+            "pass the gate's --judge, or fit again"
+        )
+    fitted_depth, depth = provenance.get("judge_depth"), config.get("judge_depth")
+    if fitted_depth is not None and fitted_depth != depth:
+        raise GateFileError(
+            f"{source}: the gate's judge signals were fitted over the top {fitted_depth} passages but the index's "
+            f"judge reads {depth}; pass the gate's --judge-depth {fitted_depth}, or fit again"
+        )
+
+
 def index_options(provenance: dict) -> dict:
-    """`build_index` options that reproduce the gate's chunking, model and excluded pages."""
+    """`build_index` options that reproduce the gate's chunking, model, excluded pages, reranker and judge."""
     options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
     if provenance.get("model"):
         options["model"] = provenance["model"]
@@ -191,6 +214,9 @@ def index_options(provenance: dict) -> dict:
     if provenance.get("reranker"):
         options["reranker"] = provenance["reranker"]
         options["rerank_depth"] = int(provenance.get("rerank_depth") or 50)
+    if provenance.get("judge"):
+        options["judge"] = provenance["judge"]
+        options["judge_depth"] = int(provenance.get("judge_depth") or 10)
     from ..retrieval.ann import DENSE_INDEXES
 
     # A faiss kind is rebuilt; another engine's (e.g. "pgvector-hnsw") is not, and check_provenance then says so.

@@ -7,11 +7,16 @@
 - :mod:`~ragcal.judges.trained`: :class:`TrainedJudge`, a judge folder loaded back;
 - :mod:`~ragcal.judges.llm`: :class:`LLMJudge`, an OpenAI-compatible endpoint asked for a verdict;
 - :mod:`~ragcal.judges.results`: :func:`judge_results`, the ``"judge"`` view the judge signals read;
+- :mod:`~ragcal.judges.loading`: :func:`load_judge` (a folder or a name), :func:`judge_config` (its provenance);
+- :mod:`~ragcal.judges.labeled_pairs`: training pairs from a labeled query file and a corpus, or candidates;
 - :mod:`~ragcal.judges.crossfit`: :func:`crossfit_judge_results`, judge scores no question was trained on.
 """
 
 from .cross_encoder import CrossEncoderJudge
+from .crossfit import crossfit_judge_results
+from .labeled_pairs import candidate_judge_pairs, corpus_judge_pairs
 from .llm import LLMJudge
+from .loading import judge_config, load_judge
 from .pairs import judge_pairs
 from .protocol import Judge, JudgeLeakageError, check_not_trained_on, question_key
 from .results import JUDGE, judge_results
@@ -32,4 +37,9 @@ __all__ = [
     "judge_results",
     "question_key",
     "check_not_trained_on",
+    "load_judge",
+    "judge_config",
+    "corpus_judge_pairs",
+    "candidate_judge_pairs",
+    "crossfit_judge_results",
 ]

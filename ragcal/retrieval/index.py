@@ -1,4 +1,4 @@
-"""A corpus as one searchable index: chunks, a dense and two BM25 retrievers, fusion, an optional reranker.
+"""A corpus as one searchable index: chunks, a dense and two BM25 retrievers, fusion, an optional reranker and judge.
 
 ::
 
@@ -19,7 +19,7 @@ from itertools import repeat
 from pathlib import Path
 
 from .. import __version__
-from .._params import check_choice
+from .._params import check_choice, check_int
 from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
@@ -59,6 +59,12 @@ class RetrievalIndex:
         ``"public"`` when None.
     reranker : CrossEncoderReranker, default=None
         Re-scores the fused candidates into the ``"rerank"`` view.
+    judge : Judge, default=None
+        Reads the first ``judge_depth`` dense passages of each query into the
+        ``"judge"`` view (:func:`ragcal.judges.judge_results`), which the
+        judge signals read.
+    judge_depth : int, default=10
+        Dense passages the judge reads per query.
     """
 
     chunks: list
@@ -68,6 +74,8 @@ class RetrievalIndex:
     config: dict = field(default_factory=dict)
     levels: list | None = None
     reranker: object = None
+    judge: object = None
+    judge_depth: int = 10
     _views: dict = field(default_factory=dict, repr=False, compare=False)
     _description: object = field(default=None, repr=False, compare=False)
     #: ``(cache folder, key)`` of the saved index this one was built or loaded as (its views are saved beside it).
@@ -107,7 +115,8 @@ class RetrievalIndex:
 
     @property
     def retriever_names(self) -> tuple[str, ...]:
-        return ("dense", *self.bm25, "rrf") + (("rerank",) if self.reranker is not None else ())
+        optional = (("rerank",) if self.reranker is not None else ()) + (("judge",) if self.judge is not None else ())
+        return ("dense", *self.bm25, "rrf", *optional)
 
     def restrict(self, allowed_levels) -> "RetrievalIndex":
         """The index a caller who may see ``allowed_levels`` searches: only the chunks at those levels.
@@ -159,6 +168,8 @@ class RetrievalIndex:
             config=config,
             levels=[self.levels[position] for position in keep],
             reranker=self.reranker,
+            judge=self.judge,
+            judge_depth=self.judge_depth,
         )
         self._views[allowed] = view
         return view
@@ -217,7 +228,13 @@ class RetrievalIndex:
         dict of str to list of RetrievalResult
             ``{retriever name: [result of query 0, query 1, ...]}`` for
             ``dense``, ``bm25_raw``, ``bm25_stopwords``, ``rrf`` and, with a
-            reranker, ``rerank``.
+            reranker, ``rerank``, with a judge, ``judge``.
+
+        Raises
+        ------
+        JudgeLeakageError
+            With a judge trained on any of ``queries``
+            (:func:`ragcal.judges.check_not_trained_on`).
         """
         if allowed_levels is not None:
             view = self.restrict(allowed_levels)
@@ -236,9 +253,14 @@ class RetrievalIndex:
         infos = {}
         if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics/)
             infos = diagnostic_rows(retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors)
+        needs_texts = self.reranker is not None or self.judge is not None
+        texts = {chunk.chunk_id: chunk.text for chunk in self.chunks} if needs_texts else {}
         if self.reranker is not None:
-            texts = {chunk.chunk_id: chunk.text for chunk in self.chunks}
             retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
+        if self.judge is not None:
+            from ..judges.results import JUDGE, judge_results
+
+            retrieved[JUDGE] = judge_results(self.judge, queries, retrieved["dense"], texts, depth=self.judge_depth)
         description = self.description
         stamp = {"view": description.view, "corpus": description}  # every result: the view searched, its words
         return {
@@ -343,6 +365,8 @@ def build_index(
     allowed_levels=None,
     reranker=None,
     rerank_depth: int = 50,
+    judge=None,
+    judge_depth: int = 10,
     dense_index="flat",
     persist: bool = True,
 ) -> RetrievalIndex:
@@ -381,6 +405,17 @@ def build_index(
         embedded, so a bad one fails early.
     rerank_depth : int, default=50
         How many fused candidates a reranker given by name re-scores.
+    judge : Judge, str or Path, default=None
+        A judge (:mod:`ragcal.judges`) that reads the first ``judge_depth``
+        dense passages into a ``"judge"`` view: a folder written by ``ragcal
+        train-judge`` (a :class:`~ragcal.judges.TrainedJudge`), any other
+        cross-encoder folder or Hub name (a
+        :class:`~ragcal.judges.CrossEncoderJudge`), or a judge object. Loaded
+        before anything is embedded; applied at retrieve time, like the
+        reranker, so a saved index serves with any judge or none.
+    judge_depth : int, default=10
+        Dense passages the judge reads per query (a threshold gate passes on
+        at most 10).
     dense_index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
         faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
         Recorded in ``config`` (``dense_index`` and its parameters): a
@@ -399,6 +434,13 @@ def build_index(
         from .rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
+    judge_depth = check_int(judge_depth, "judge_depth", "build_index", low=1)
+    judge_provenance = {}
+    if judge is not None:
+        from ..judges.loading import judge_config, load_judge
+
+        judge = load_judge(judge, cache_dir=cache_dir, use_cache=use_cache)
+        judge_provenance = judge_config(judge, depth=judge_depth)
     access = access or AccessPolicy()
     if embedder is not None:
         check_embedder(embedder)
@@ -477,7 +519,11 @@ def build_index(
         **chunking,
         **access.to_dict(),
         **(reranker.to_dict() if reranker is not None else {}),
+        **judge_provenance,
         **dense.index_config,
     }
-    index = RetrievalIndex(chunks, dense, bm25, config=config, levels=levels, reranker=reranker, _saved=saved_at)
+    index = RetrievalIndex(
+        chunks, dense, bm25, config=config, levels=levels, reranker=reranker, judge=judge, judge_depth=judge_depth,
+        _saved=saved_at,
+    )
     return index.restrict(allowed_levels) if allowed_levels is not None else index
