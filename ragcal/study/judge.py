@@ -44,6 +44,7 @@ from ..metrics import DegenerateInputWarning, auc_table
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import JUDGE_SIGNALS, SIGNALS
+from .judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_summary
 from .benchmark_stats import GROUP_COLUMN, clustered_auc, learned_heldout, risk_coverage_study
 from .learned import candidate_sets
 from .selective import threshold_gate_support
@@ -62,9 +63,6 @@ __all__ = [
 JUDGE_RULE = "keep@0.95"
 #: The certified rule whose held-out selective risk is reported.
 CERTIFIED_RULE = "risk_guarantee@0.2"
-#: Names of the two learned gates (cross-fitted columns of the scores table).
-LEARNED_RETRIEVAL = "learned retrieval-only"
-LEARNED_WITH_JUDGE = "learned retrieval + judge"
 #: The signals compared in every table, when present.
 BASELINE = "dense_top1"
 
@@ -279,8 +277,6 @@ def judge_study(
     -------
     dict of str to DataFrame, and ``"summary"`` (markdown)
     """
-    from .judge_report import judge_summary
-
     log = log or (lambda message: None)
     training = training or JudgeTraining()
     results_dir = Path(results_dir)

@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["judge_summary", "judge_overview"]
+__all__ = ["LEARNED_RETRIEVAL", "LEARNED_WITH_JUDGE", "judge_summary", "judge_overview"]
+
+#: Names of the two learned gates of the judge study (cross-fitted columns of its scores table).
+LEARNED_RETRIEVAL = "learned retrieval-only"
+LEARNED_WITH_JUDGE = "learned retrieval + judge"
 
 
 def _share(value) -> str:
@@ -166,8 +170,6 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
 
 def judge_overview(results_root, names, *, titles=None) -> str:
     """``results/judge/summary.md``: the headline numbers of every corpus side by side, read from their folders."""
-    from .judge import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE
-
     results_root = Path(results_root)
     rows = []
     for name in names:
