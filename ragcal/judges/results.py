@@ -26,7 +26,9 @@ JUDGE = "judge"
 AT_FIRST = "judge_at_first"
 
 
-def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: str = JUDGE) -> list[RetrievalResult]:
+def judge_results(
+    judge, queries, candidates, texts, *, depth: int = 10, name: str = JUDGE, check_leakage: bool = True
+) -> list[RetrievalResult]:
     """The judge's view of each query's first ``depth`` retrieved passages.
 
     Parameters
@@ -40,6 +42,10 @@ def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: s
     depth : int, default=10
         Passages read per query (a threshold gate passes on at most 10).
     name : str, default="judge"
+    check_leakage : bool, default=True
+        Refuse questions the judge was trained on: what is measured on them
+        flatters it. A deployed gate deciding on a question that happens to
+        be among them (``ragcal ask``, ``serve``) passes False.
 
     Returns
     -------
@@ -50,14 +56,15 @@ def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: s
     Raises
     ------
     JudgeLeakageError
-        When the judge was trained on any of ``queries``.
+        When the judge was trained on any of ``queries`` (and ``check_leakage``).
     """
     depth = check_int(depth, "depth", "judge_results", low=1)
     queries = [str(query) for query in queries]
     candidates = list(candidates)
     if len(queries) != len(candidates):
         raise ValueError(f"judge_results: {len(queries)} queries but {len(candidates)} retrieved lists")
-    check_not_trained_on(judge, queries)
+    if check_leakage:
+        check_not_trained_on(judge, queries)
     lists = [tuple(result.chunk_ids[:depth]) for result in candidates]
     missing = sorted({chunk_id for ids in lists for chunk_id in ids if chunk_id not in texts})
     if missing:
@@ -66,7 +73,8 @@ def judge_results(judge, queries, candidates, texts, *, depth: int = 10, name: s
         [query for query, ids in zip(queries, lists) for _ in ids], [texts[chunk_id] for ids in lists for chunk_id in ids]
     )
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if scores.size != sum(map(len, lists)) or not np.all((scores >= 0) & (scores <= 1)):  # NaN is no probability
+    # NaN is a judge's "no verdict" (an LLM reply that could not be read): sorted last, never counted as answering.
+    if scores.size != sum(map(len, lists)) or not np.all(np.isnan(scores) | ((scores >= 0) & (scores <= 1))):
         raise ValueError(f"judge {getattr(judge, 'name', judge)!r} must return one probability in [0, 1] per pair")
     results, start = [], 0
     for ids, candidate in zip(lists, candidates):

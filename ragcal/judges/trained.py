@@ -2,9 +2,10 @@
 
 It is a :class:`~ragcal.judges.cross_encoder.CrossEncoderJudge` (one output,
 ``P = sigmoid(logit)``) that also knows the questions it was trained on, from
-the folder's ``judge.json``: scoring any of them raises
+the folder's ``judge.json``: measuring it on any of them raises
 :class:`~ragcal.judges.protocol.JudgeLeakageError`
-(:func:`ragcal.judges.judge_results`).
+(:func:`ragcal.judges.judge_results`; deciding on them, in ``ragcal ask`` or
+``serve``, is allowed).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 import pandas as pd
 
 from .cross_encoder import CrossEncoderJudge
-from .protocol import check_not_trained_on
 
 __all__ = ["TrainedJudge", "JudgeFileError", "is_judge_folder", "JUDGE_FORMAT"]
 
@@ -76,13 +76,6 @@ class TrainedJudge(CrossEncoderJudge):
         self.folder = folder
         self.description = description
         self.trained_on = frozenset(trained_on)
-
-    def score(self, questions, passages):
-        """As :meth:`CrossEncoderJudge.score`; raises :class:`JudgeLeakageError` for a question it was trained on."""
-        if not isinstance(questions, str):  # one str is refused by the pair check
-            questions = list(questions)
-            check_not_trained_on(self, questions)
-        return super().score(questions, passages)
 
     @property
     def curve(self) -> pd.DataFrame:

@@ -203,6 +203,7 @@ class RetrievalIndex:
         rrf_top: int = 50,
         allowed_levels=None,
         diagnostics: bool = True,
+        check_judge_leakage: bool = True,
     ) -> dict[str, list]:
         """Run every retriever on every query.
 
@@ -222,6 +223,10 @@ class RetrievalIndex:
             (:func:`ragcal.retrieval.diagnostics.attach_diagnostics`), which
             signals such as ``bm25_norm_raw`` or ``dense_centroid_cosine`` read;
             without them those signals are NaN.
+        check_judge_leakage : bool, default=True
+            Refuse questions the judge was trained on (what is measured on
+            them flatters it); :func:`ragcal.gates.ask` passes False, since
+            deciding on such a question is fine.
 
         Returns
         -------
@@ -234,11 +239,15 @@ class RetrievalIndex:
         ------
         JudgeLeakageError
             With a judge trained on any of ``queries``
-            (:func:`ragcal.judges.check_not_trained_on`).
+            (:func:`ragcal.judges.check_not_trained_on`), unless
+            ``check_judge_leakage`` is False (deciding, not measuring).
         """
         if allowed_levels is not None:
             view = self.restrict(allowed_levels)
-            return view.retrieve(queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics)
+            return view.retrieve(
+                queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics,
+                check_judge_leakage=check_judge_leakage,
+            )
         queries = [str(query) for query in queries]
         query_vectors = self.dense.encode_queries(queries)
         retrieved = {"dense": self.dense.search_vectors(query_vectors, k=depth)}
@@ -260,7 +269,9 @@ class RetrievalIndex:
         if self.judge is not None:
             from ..judges.results import JUDGE, judge_results
 
-            retrieved[JUDGE] = judge_results(self.judge, queries, retrieved["dense"], texts, depth=self.judge_depth)
+            retrieved[JUDGE] = judge_results(
+                self.judge, queries, retrieved["dense"], texts, depth=self.judge_depth, check_leakage=check_judge_leakage
+            )
         description = self.description
         stamp = {"view": description.view, "corpus": description}  # every result: the view searched, its words
         return {

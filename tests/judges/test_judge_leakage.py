@@ -107,15 +107,18 @@ def trained_judge(tmp_path_factory):
     return root / "judge"
 
 
-def test_a_trained_judge_loaded_from_its_folder_refuses_its_training_questions(trained_judge, tmp_path):
+def test_a_trained_judge_loaded_from_its_folder_is_not_measured_on_its_training_questions(trained_judge, tmp_path):
     judge = TrainedJudge(trained_judge, cache_dir=tmp_path)
     assert judge.trained_on == {question_key("How do I set a cookie?"), question_key("What is CORS?")}
     for asked in ("How do I set a cookie?", "WHAT IS  CORS?"):
         with pytest.raises(JudgeLeakageError, match="judge 'judge' was trained on 1 of the questions"):
             judge_results(judge, [asked], [dense("cookies.md#0", "cors.md#0")], TEXTS)
-        with pytest.raises(JudgeLeakageError):
-            judge.score([asked], [TEXTS["cors.md#0"]])
     assert not (tmp_path / "judge.sqlite").exists()  # nothing was scored
+    # Deciding (ragcal ask, serve) on a training question is allowed; only measuring on it is refused.
+    [decided] = judge_results(
+        judge, ["What is CORS?"], [dense("cookies.md#0", "cors.md#0")], TEXTS, check_leakage=False
+    )
+    assert decided.scores.tolist() == judge.score(["What is CORS?"] * 2, [TEXTS[c] for c in decided.chunk_ids]).tolist()
     [result] = judge_results(judge, ["Which port does Docker use?"], [dense("cookies.md#0", "cors.md#0")], TEXTS)
     assert len(result.chunk_ids) == 2 and np.all((result.scores >= 0) & (result.scores <= 1))
 

@@ -112,7 +112,7 @@ def test_depth_limits_what_the_judge_reads():
     assert values["judge_top1"][0] == 0.5 and values["judge_mass"][0] == 0.5
 
 
-@pytest.mark.parametrize("bad", [1.5, -0.1, math.nan])
+@pytest.mark.parametrize("bad", [1.5, -0.1, math.inf])
 def test_a_judge_that_returns_no_probability_is_refused(bad):
     judge = PassageTableJudge({**P, "passage 3": bad})
     with pytest.raises(ValueError, match="judge 'table' must return one probability in \\[0, 1\\] per pair"):
