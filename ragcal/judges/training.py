@@ -21,6 +21,7 @@ machine; ``max_minutes`` stops early instead, and judge.json says so.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -102,6 +103,28 @@ class JudgeTraining:
         if self.max_minutes is not None:
             check_float(self.max_minutes, "max_minutes", owner, low=0)
         check_int(self.random_state, "random_state", owner, low=0)
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers and sentence-transformers without their progress bars and notices, then as they were."""
+    import logging
+
+    from transformers.utils import logging as transformers_logging
+
+    verbosity, bars = transformers_logging.get_verbosity(), transformers_logging.is_progress_bar_enabled()
+    logger = logging.getLogger("sentence_transformers")
+    level = logger.level
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+        if bars:
+            transformers_logging.enable_progress_bar()
+        logger.setLevel(level)
 
 
 def _check_pairs_table(pairs) -> pd.DataFrame:
@@ -203,7 +226,6 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     from sentence_transformers import CrossEncoder
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
-    from transformers.utils import logging as transformers_logging
 
     training = training or JudgeTraining()
     pairs = _check_pairs_table(pairs)
@@ -225,12 +247,8 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     started = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(training.random_state)
-        verbosity = transformers_logging.get_verbosity()
-        transformers_logging.set_verbosity_error()  # the fresh head's "newly initialized" report is expected
-        try:
+        with _quiet_loading():  # the fresh head's "newly initialized" report and the loading bars are expected
             cross_encoder = CrossEncoder(base, num_labels=1, max_length=training.max_length)
-        finally:
-            transformers_logging.set_verbosity(verbosity)
         model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
         loss_function = torch.nn.BCEWithLogitsLoss()
         steps_per_epoch = math.ceil(train_rows.size / training.batch_size)
@@ -304,7 +322,8 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     shutil.rmtree(tmp, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
-        cross_encoder.save(str(tmp))
+        with _quiet_loading():
+            cross_encoder.save(str(tmp))
         atomic_write_text(tmp / "judge.json", json.dumps(description, indent=1) + "\n")
         atomic_write_text(tmp / "training.csv", pd.DataFrame(curve).to_csv(index=False, float_format="%.6g"))
         if out_dir.exists():

@@ -19,6 +19,7 @@ the display's main artists.
 - :mod:`~ragcal.plotting.operating_points`: :class:`OperatingPointDisplay` (binary decisions as points);
 - :mod:`~ragcal.plotting.label_curve`: :class:`LabelCurveDisplay`;
 - :mod:`~ragcal.plotting.monitoring`: :class:`ShiftDisplay`;
+- :mod:`~ragcal.plotting.judges`: :class:`TrainingCurveDisplay` (a judge's training curves);
 - :mod:`~ragcal.plotting._style`: colours, :func:`figure_style`, :func:`save_figure`.
 
 matplotlib is imported inside the drawing code only, so importing this
@@ -30,6 +31,7 @@ from .chunking import ChunkingSweepDisplay
 from .coefficients import CoefficientDisplay
 from .distributions import ScoreDistributionDisplay
 from .gates import FloorGapDisplay, GateOutcomeDisplay
+from .judges import TrainingCurveDisplay
 from .label_curve import LabelCurveDisplay
 from .monitoring import ShiftDisplay
 from .operating_points import OperatingPointDisplay
@@ -55,4 +57,5 @@ __all__ = [
     "ChunkingSweepDisplay",
     "CoefficientDisplay",
     "ShiftDisplay",
+    "TrainingCurveDisplay",
 ]

@@ -86,6 +86,13 @@ def add_parsers(commands) -> None:
         help="rebuild only results/<NAME>/ and figures/<NAME>/ of a public benchmark (squad2-A), imported from "
         "data/benchmarks/ (ragcal.study.benchmark); a plain reproduce does every benchmark after the bundled corpora",
     )
+    reproduce.add_argument(
+        "--judge",
+        action="store_true",
+        help="rebuild only results/judge/ and figures/judge/: judges cross-fitted on SQuAD 2.0 half A and the bundled "
+        "corpora against the retrieval signals (ragcal.study.judge; about an hour of CPU on two cores the first time, "
+        "the judges are then reused from the cache); a plain reproduce does it last",
+    )
     reproduce.set_defaults(run=run_reproduce)
 
 
@@ -134,6 +141,8 @@ def run_reproduce(args) -> None:
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
+    if args.judge:  # the judge study instead of the bundled corpora
+        return run_judge(args)
     if args.benchmark is not None:  # an imported benchmark instead of the bundled corpora
         if args.splits < 1:
             raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
@@ -184,6 +193,26 @@ def run_reproduce(args) -> None:
         for name in BENCHMARKS:
             print(f"\n{name}:")
             run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}))
+        print("\njudge study:")
+        run_judge(args)
+
+
+def run_judge(args) -> None:
+    """``ragcal reproduce --judge``: the judge study on every corpus, then its notebook (figures/judge/)."""
+    from ..embedding import load_embedder
+    from .judge import reproduce_judge
+
+    reproduce_judge(args.results, cache_dir=args.cache_dir, embedder=load_embedder(cache_dir=args.cache_dir))
+    print((args.results / "judge" / "summary.md").read_text(encoding="utf-8"))
+    if not args.skip_notebooks:
+        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_judge_figures
+
+        figures = (args.figures or FIGURES_DIR) / "judge"
+        executed = args.executed_notebooks or (
+            NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
+        )
+        reproduce_judge_figures(figures_dir=figures, results_dir=args.results / "judge", output_dir=executed)
+        print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")
 
 
 def run_benchmark(args) -> None:

@@ -44,8 +44,8 @@ from ..metrics import DegenerateInputWarning, auc_table
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import JUDGE_SIGNALS, SIGNALS
-from .judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_summary
 from .benchmark_stats import GROUP_COLUMN, clustered_auc, learned_heldout, risk_coverage_study
+from .judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_summary
 from .learned import candidate_sets
 from .selective import threshold_gate_support
 
@@ -56,7 +56,12 @@ __all__ = [
     "LEARNED_RETRIEVAL",
     "LEARNED_WITH_JUDGE",
     "judge_study",
+    "judge_corpora",
+    "reproduce_judge",
     "read_judge_results",
+    "STUDY_TRAINING",
+    "STUDY_DEPTH",
+    "STUDY_PAIRS",
 ]
 
 #: The rule every held-out refusal number is read at.
@@ -65,6 +70,14 @@ JUDGE_RULE = "keep@0.95"
 CERTIFIED_RULE = "risk_guarantee@0.2"
 #: The signals compared in every table, when present.
 BASELINE = "dense_top1"
+#: How the study's judges are trained: the defaults (2 epochs, batch 16, 256 tokens, seed 0).
+STUDY_TRAINING = JudgeTraining()
+#: Passages each judge reads per question in the study: the dense top 5, half the gate's 10, to halve the CPU time
+#: of scoring (about 25 pairs a second on two cores).
+STUDY_DEPTH = 5
+#: Training pairs per question: the gold passage of an answerable one, and one negative (an unanswerable question's
+#: top passage, on SQuAD the very paragraph it was written against; an answerable one's best non-gold passage).
+STUDY_PAIRS = {"positives_per_question": 1, "negatives_per_question": 1}
 
 
 @dataclass(frozen=True)
@@ -243,7 +256,8 @@ def judge_study(
     *,
     judge_dir,
     training: JudgeTraining | None = None,
-    depth: int = 10,
+    depth: int = STUDY_DEPTH,
+    pair_options=None,
     n_splits: int = 200,
     max_splits: int | None = None,
     n_resamples: int = 2000,
@@ -263,8 +277,10 @@ def judge_study(
         Where the fold judges are kept (reused on the next run).
     training : JudgeTraining, default=None
         How each fold's judge is trained; the defaults when None.
-    depth : int, default=10
+    depth : int, default=STUDY_DEPTH
         Passages each judge reads per question.
+    pair_options : dict, default=None
+        Options of :func:`ragcal.judges.judge_pairs`; :data:`STUDY_PAIRS` when None.
     n_splits : int, default=200
         Random held-out splits when the corpus has no groups.
     max_splits : int, default=None
@@ -278,16 +294,16 @@ def judge_study(
     dict of str to DataFrame, and ``"summary"`` (markdown)
     """
     log = log or (lambda message: None)
-    training = training or JudgeTraining()
+    training = training or STUDY_TRAINING
     results_dir = Path(results_dir)
     index, queries, retrieved, retrieve_seconds = _index_and_retrieve(spec, embedder)
     texts = {chunk.chunk_id: chunk.text for chunk in index.chunks}
     groups = queries[spec.group_column].to_numpy() if spec.group_column else queries["id"].astype(str).to_numpy()
     log(f"{spec.name}: {len(queries)} questions, {len(pd.unique(groups))} groups, {len(index.chunks)} chunks")
-    judge_options = {"judge_dir": judge_dir}
     retrieved["judge"], folds = crossfit_judge_results(
         queries, retrieved["dense"], texts, judge_dir=judge_dir, groups=groups, n_folds=spec.n_folds,
-        training=training, depth=depth, random_state=random_state, progress=progress, log=log,
+        training=training, depth=depth, pair_options=STUDY_PAIRS if pair_options is None else pair_options,
+        random_state=random_state, progress=progress, log=log,
     )
     table = score_table(queries, retrieved)
     table.insert(4, GROUP_COLUMN, groups)
@@ -386,6 +402,13 @@ def judge_study(
         {"judge_dir": judge_dir, "fold_of": fold_of_rows, "texts": texts}, depth, cost_sample,
     )
     failures = _failures(table, retrieved, texts)
+    from ..judges.trained import TrainedJudge
+
+    curves = pd.concat(
+        [TrainedJudge(Path(judge_dir) / folder, use_cache=False).curve.assign(fold=fold)
+         for fold, folder in zip(folds["fold"], folds["folder"])],
+        ignore_index=True,
+    )
     tables = {
         "scores": table,
         "folds": folds,
@@ -399,6 +422,7 @@ def judge_study(
         "risk_coverage_summary": areas,
         "cost": cost,
         "failures": failures,
+        "training_curves": curves[["fold", "step", "epoch", "training_loss", "validation_loss"]],
         "learned_scores": table[["id", GROUP_COLUMN, "answerable", "slice", *learned_sets]],
     }
     for name, frame in tables.items():
@@ -414,12 +438,58 @@ def judge_study(
     return {**tables, "summary": summary}
 
 
+def judge_corpora(*, cache_dir=None) -> dict:
+    """``{name: JudgeCorpus}`` of the study: SQuAD 2.0 half A (imported from data/benchmarks/ on first use, split by
+    article), then the bundled FastAPI docs and Rust book (split by question)."""
+    from ..datasets import BUNDLED
+    from .benchmark import BENCHMARKS
+
+    squad = BENCHMARKS["squad2-A"]
+    corpus, queries = squad.resolve(cache_dir=cache_dir)
+    corpora = {"squad2-A": JudgeCorpus("squad2-A", squad.title, corpus, queries, group_column=GROUP_COLUMN, n_folds=2)}
+    for name, bundled in BUNDLED.items():
+        corpora[name] = JudgeCorpus(name, bundled.title, bundled.corpus, bundled.queries, exclude=bundled.exclude)
+    return corpora
+
+
+def reproduce_judge(results_dir="results", *, names=None, cache_dir=None, embedder=None, log=print) -> dict:
+    """``ragcal reproduce --judge``: :func:`judge_study` on every corpus of :func:`judge_corpora` (or ``names``),
+    into ``<results_dir>/judge/<name>/``, and the overview ``<results_dir>/judge/summary.md``.
+
+    The fold judges are kept in ``<cache>/judges/<name>/`` and reused while their training pairs and options stay
+    the same.
+    """
+    from ..embedding import load_embedder
+    from ..embedding.cache import default_cache_dir
+    from .judge_report import judge_overview
+
+    corpora = judge_corpora(cache_dir=cache_dir)
+    names = list(corpora) if names is None else list(names)
+    unknown = sorted(set(names) - set(corpora))
+    if unknown:
+        raise ValueError(f"unknown judge-study corpus {unknown}; known: {', '.join(corpora)}")
+    embedder = embedder or load_embedder(cache_dir=cache_dir)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    root = Path(results_dir) / "judge"
+    tables = {}
+    for name in names:
+        tables[name] = judge_study(
+            corpora[name], root / name, judge_dir=cache / "judges" / name, embedder=embedder, progress=True, log=log
+        )
+    done = [name for name in corpora if (root / name / "auc_compared.csv").is_file()]
+    atomic_write_text(
+        root / "summary.md", judge_overview(root, done, titles={name: corpora[name].title for name in corpora})
+    )
+    log(f"wrote {root / 'summary.md'}")
+    return tables
+
+
 def read_judge_results(results_dir) -> dict:
     """The tables :func:`judge_study` wrote in ``results_dir``, read back (for a notebook)."""
     results_dir = Path(results_dir)
     names = (
         "folds", "auc", "auc_compared", "heldout", "heldout_summary", "certified", "certified_summary",
-        "risk_coverage", "risk_coverage_summary", "cost", "failures", "learned_scores",
+        "risk_coverage", "risk_coverage_summary", "cost", "failures", "training_curves", "learned_scores",
     )
     tables = {name: pd.read_csv(results_dir / f"{name}.csv") for name in names}
     scores = pd.read_csv(results_dir / "scores.csv", dtype={"id": str, GROUP_COLUMN: str})

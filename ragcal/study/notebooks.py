@@ -49,11 +49,14 @@ NOTEBOOKS = (
     "08_selective_risk",
     "09_review_and_monitor",
     "10_benchmarks",
+    "11_judge",
 )
 #: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
 COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")
 #: The notebook of an imported public benchmark (``ragcal reproduce --benchmark``), not run for the bundled corpora.
 BENCHMARK_NOTEBOOK = "10_benchmarks"
+#: The notebook of the judge study (``ragcal reproduce --judge``), run once on ``results/judge/``.
+JUDGE_NOTEBOOK = "11_judge"
 
 
 _QUIET = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
@@ -231,7 +234,9 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
     folders = {}
     if figures_dir != FIGURES_DIR.resolve():
         folders["figures_dir"] = str(figures_dir)
-    single = [name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS and name != BENCHMARK_NOTEBOOK]
+    single = [
+        name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS and name not in (BENCHMARK_NOTEBOOK, JUDGE_NOTEBOOK)
+    ]
     execute_notebooks(names=single, output_dir=output_dir, parameters=folders, log=log)
     for spec in corpora[1:]:
         with tempfile.TemporaryDirectory() as scratch:
@@ -270,6 +275,22 @@ def reproduce_benchmark_figures(name: str, *, figures_dir=None, results_dir=None
         parameters["results_dir"] = str(results_dir)
     return execute_notebooks(
         names=[BENCHMARK_NOTEBOOK], output_dir=Path(output_dir or NOTEBOOKS_DIR), parameters=parameters, log=log
+    )
+
+
+def reproduce_judge_figures(*, figures_dir=None, results_dir=None, output_dir=None, log=print):
+    """Execute :data:`JUDGE_NOTEBOOK` on ``results/judge/`` (``ragcal reproduce --judge``): its figures go to
+    ``figures/judge/`` and the executed copy to ``notebooks/``; only folders other than the notebook's defaults are
+    injected."""
+    figures_dir = Path(figures_dir or FIGURES_DIR / "judge").resolve()
+    results_dir = Path(results_dir or RESULTS_DIR / "judge").resolve()
+    parameters = {}
+    if figures_dir != (FIGURES_DIR / "judge").resolve():
+        parameters["figures_dir"] = str(figures_dir)
+    if results_dir != (RESULTS_DIR / "judge").resolve():
+        parameters["results_dir"] = str(results_dir)
+    return execute_notebooks(
+        names=[JUDGE_NOTEBOOK], output_dir=Path(output_dir or NOTEBOOKS_DIR), parameters=parameters, log=log
     )
 
 

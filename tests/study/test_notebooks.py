@@ -37,6 +37,12 @@ CASES = {
         ["score_distributions", "roc", "risk_coverage"],
         3,
     ),
+    # Reads the committed judge study (results/judge/, written by `ragcal reproduce --judge`).
+    "11_judge": (
+        {"results_dir": str(NOTEBOOKS_DIR.parent / "results" / "judge"), "n_resamples": 300},
+        ["training_curves", "roc", "judge_distributions", "risk_coverage"],
+        4,
+    ),
 }
 
 
