@@ -269,3 +269,18 @@ def test_candidates_train_a_judge_and_score_with_it(workspace, tmp_path, capsys)
     meta = json.loads((tmp_path / "scores.meta.json").read_text())
     assert meta["judge_fingerprint"] == TrainedJudge(tmp_path / "judge", use_cache=False).fingerprint
     assert not any(name.startswith("judge_") for name in meta["signals_left_out"])
+
+
+def test_ask_decides_on_a_question_the_judge_was_trained_on_while_score_refuses_to_measure_it(trained, capsys):
+    """Deciding is not measuring: a deployed gate may meet a training question; a score table may not hold one."""
+    code = main(["ask", "How do I set a cookie on a response?", "--gate", str(trained.root / "gate.json"), "--json",
+                 "--cache-dir", str(trained.cache)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    [decision] = [json.loads(line) for line in captured.out.splitlines()]
+    assert decision["action"] in ("answer", "refuse")
+    code = main(["score", str(trained.root / "train.csv"), "--corpus", str(trained.corpus), "--out",
+                 str(trained.root / "leak.csv"), "--cache-dir", str(trained.cache), "--judge", str(trained.root / "judge")])
+    assert code == 2
+    assert "was trained on" in capsys.readouterr().err
+    assert not (trained.root / "leak.csv").exists()
