@@ -54,7 +54,10 @@ SLOWEST_FILES = (
     "study/test_notebooks.py",
     "test_dependency_floors.py",  # added later: about 160 s alone on a busy machine
     "test_faults.py",
+    "judges/test_llm_judge.py",  # added later: a real local LLM server, about 120 s on a busy machine
     "study/test_browser.py",
+    "cli/test_judge_cli.py",  # added later: trains four tiny judges, about 90 s
+    "judges/test_train_judge.py",
     "metrics/test_metrics.py",
     "test_serve.py",
     "cli/test_gates_cli.py",
