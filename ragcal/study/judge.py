@@ -112,7 +112,8 @@ class JudgeCorpus:
     n_folds: int = 4
 
 
-def _index_and_retrieve(spec: JudgeCorpus, embedder):
+def index_and_retrieve(spec: JudgeCorpus, embedder=None):
+    """The corpus's index, its labeled queries, every retriever's results and the seconds retrieval took."""
     from ..corpus import load_corpus
     from ..embedding import load_embedder
     from ..queries import load_queries
@@ -296,7 +297,7 @@ def judge_study(
     log = log or (lambda message: None)
     training = training or STUDY_TRAINING
     results_dir = Path(results_dir)
-    index, queries, retrieved, retrieve_seconds = _index_and_retrieve(spec, embedder)
+    index, queries, retrieved, retrieve_seconds = index_and_retrieve(spec, embedder)
     texts = {chunk.chunk_id: chunk.text for chunk in index.chunks}
     groups = queries[spec.group_column].to_numpy() if spec.group_column else queries["id"].astype(str).to_numpy()
     log(f"{spec.name}: {len(queries)} questions, {len(pd.unique(groups))} groups, {len(index.chunks)} chunks")
