@@ -35,7 +35,7 @@ def main() -> None:
 
     spec = judge_corpora()[args.corpus]
     depth = args.depth or STUDY_DEPTH
-    index, queries, retrieved, _ = _index_and_retrieve(spec, None)
+    index, queries, retrieved, _ = index_and_retrieve(spec)
     texts = {chunk.chunk_id: chunk.text for chunk in index.chunks}
     pairs = judge_pairs(queries, retrieved["dense"], texts, depth=depth, **STUDY_PAIRS)
     training = STUDY_TRAINING if args.max_minutes is None else type(STUDY_TRAINING)(max_minutes=args.max_minutes)

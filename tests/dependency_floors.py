@@ -15,7 +15,8 @@ Hugging Face Hub offline:
    it uses must still exist;
 2. ``ragcal score`` on a three-page Markdown corpus and twelve labeled questions, ``ragcal calibrate`` on the
    table, ``ragcal fit-gate`` of a threshold gate and of a learned gate, and ``ragcal ask --json`` with each gate:
-   an answerable question must be answered and an unrelated one refused.
+   an answerable question must be answered and an unrelated one refused; then ``ragcal train-judge`` from a tiny
+   cross-encoder on half the questions and ``ragcal score --judge`` on the other half (one probability each).
 
 It prints the installed versions of the direct dependencies, and exits non-zero when any step fails.
 tests/test_dependency_floors.py runs it (floors only) as part of ``make test``.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import csv
 import json
 import os
 import re
@@ -355,6 +357,26 @@ class Job:
             self.say(f"    {gate['gate']['type']} gate: {actions} on the answerable and the unrelated question")
             if actions != ["answer", "refuse"]:
                 raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
+        self.judge_pipeline(folder, command)
+
+    def judge_pipeline(self, folder: Path, command) -> None:
+        """``train-judge`` from a tiny cross-encoder on half the questions, ``score --judge`` on the other half."""
+        self.say("ragcal train-judge -> score --judge, from a tiny cross-encoder")
+        rows = textwrap.dedent(QUERIES).splitlines()
+        header, body = rows[0], rows[1:]
+        (folder / "train.csv").write_text("\n".join([header, *body[0::2]]) + "\n", encoding="utf-8")
+        (folder / "test.csv").write_text("\n".join([header, *body[1::2]]) + "\n", encoding="utf-8")
+        self.python_in_work(
+            "from ragcal.retrieval.rerank import build_tiny_cross_encoder; build_tiny_cross_encoder('tiny')", folder
+        )
+        command("train-judge", "train.csv", "--corpus", "corpus", "--out", "judge", "--base-model", "tiny",
+                "--epochs", "1", "--batch-size", "4")
+        command("score", "test.csv", "--corpus", "corpus", "--out", "judged.csv", "--judge", "judge")
+        with open(folder / "judged.csv", encoding="utf-8") as handle:
+            table = list(csv.DictReader(handle))
+        values = [float(row["judge_top1"]) for row in table]
+        if len(values) != len(body[1::2]) or not all(0.0 <= value <= 1.0 for value in values):
+            raise JobFailed(f"score --judge wrote judge_top1 {values}, expected one probability per question")
 
 
 def main(argv=None) -> int:
