@@ -223,6 +223,22 @@ def _measure_cost(index, judge_folds: pd.DataFrame, queries, retrieved, retrieve
     )
 
 
+def _fold_auc(table: pd.DataFrame, signals, directions) -> pd.DataFrame:
+    """AUC of each signal within each judge fold: every fold's judge on its own scale (pooled, the scales mix)."""
+    from sklearn.metrics import roc_auc_score
+
+    rows = []
+    for fold, part in table.groupby("judge_fold", sort=True):
+        labels = part["answerable"].to_numpy(dtype=bool)
+        for signal in signals:
+            values = part[signal].to_numpy(dtype=float) * (1 if directions[signal] else -1)
+            keep = np.isfinite(values)
+            known = labels[keep]
+            auc = roc_auc_score(known, values[keep]) if 0 < known.sum() < known.size else math.nan
+            rows.append({"fold": fold, "signal": signal, "auc": auc, "n_questions": int(keep.sum())})
+    return pd.DataFrame(rows)
+
+
 def _failures(table, retrieved, texts, *, n: int = 8) -> pd.DataFrame:
     """The unanswerable questions the judge is surest answer, and the answerable ones it is surest do not."""
     judged = retrieved["judge"]
@@ -403,6 +419,7 @@ def judge_study(
         {"judge_dir": judge_dir, "fold_of": fold_of_rows, "texts": texts}, depth, cost_sample,
     )
     failures = _failures(table, retrieved, texts)
+    fold_auc = _fold_auc(table, [BASELINE, *judge_signals], directions)
     from ..judges.trained import TrainedJudge
 
     curves = pd.concat(
@@ -423,6 +440,7 @@ def judge_study(
         "risk_coverage_summary": areas,
         "cost": cost,
         "failures": failures,
+        "fold_auc": fold_auc,
         "training_curves": curves[["fold", "step", "epoch", "training_loss", "validation_loss"]],
         "learned_scores": table[["id", GROUP_COLUMN, "answerable", "slice", *learned_sets]],
     }
@@ -449,7 +467,9 @@ def judge_corpora(*, cache_dir=None) -> dict:
     corpus, queries = squad.resolve(cache_dir=cache_dir)
     corpora = {"squad2-A": JudgeCorpus("squad2-A", squad.title, corpus, queries, group_column=GROUP_COLUMN, n_folds=2)}
     for name, bundled in BUNDLED.items():
-        corpora[name] = JudgeCorpus(name, bundled.title, bundled.corpus, bundled.queries, exclude=bundled.exclude)
+        corpora[name] = JudgeCorpus(
+            name, bundled.title, bundled.corpus, bundled.queries, exclude=bundled.exclude, n_folds=3
+        )
     return corpora
 
 
@@ -490,7 +510,7 @@ def read_judge_results(results_dir) -> dict:
     results_dir = Path(results_dir)
     names = (
         "folds", "auc", "auc_compared", "heldout", "heldout_summary", "certified", "certified_summary",
-        "risk_coverage", "risk_coverage_summary", "cost", "failures", "training_curves", "learned_scores",
+        "risk_coverage", "risk_coverage_summary", "cost", "failures", "fold_auc", "training_curves", "learned_scores",
     )
     tables = {name: pd.read_csv(results_dir / f"{name}.csv") for name in names}
     scores = pd.read_csv(results_dir / "scores.csv", dtype={"id": str, GROUP_COLUMN: str})

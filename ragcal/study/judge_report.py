@@ -102,6 +102,16 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
             ]
         ),
         "",
+        "Within each fold (one judge's scale; the pooled AUC above mixes the folds' judges):",
+        "",
+        _markdown(
+            [
+                {"fold": fold, **{row.signal: _number(row.auc) for row in part.itertuples()},
+                 "questions": int(part["n_questions"].max())}
+                for fold, part in tables["fold_auc"].groupby("fold", sort=True)
+            ]
+        ),
+        "",
         f"## Held out: `keep@0.95`, over {n_splits} splits by {unit}",
         "",
         "Mean over splits [2.5th, 97.5th percentile]. A learned gate is nested: model and threshold fitted on the "
