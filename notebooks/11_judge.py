@@ -23,8 +23,8 @@
 # SQuAD 2.0, questions on the bundled corpora); each fold is scored by a judge trained on the other folds only, and
 # every threshold and learned gate below is fitted on the calibration half of a split and counted on the other.
 #
-# The tables come from `ragcal reproduce --judge` (`results/judge/`), which trains the judges (about half an hour of
-# CPU for SQuAD 2.0 half A); this notebook only reads and draws them.
+# The tables come from `ragcal reproduce --judge` (`results/judge/`), which trains the judges (about 40 minutes on
+# two cores for SQuAD 2.0 half A); this notebook only reads and draws them.
 
 # %% tags=["parameters"]
 results_dir = None  # None: results/judge/ of the project, written by `ragcal reproduce --judge`
@@ -36,6 +36,7 @@ figures_dir = None  # None: figures/judge/ of the project
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -74,7 +75,7 @@ for name, found in tables.items():
 # %%
 with figure_style():
     figure, axes = plt.subplots(1, len(corpora), figsize=(5.0 * len(corpora), 3.0), layout="constrained")
-for ax, name in zip(list(pd.Series(axes).ravel()) if len(corpora) > 1 else [axes], corpora):
+for ax, name in zip(np.atleast_1d(axes), corpora):
     TrainingCurveDisplay.from_curves(tables[name]["training_curves"]).plot(ax=ax, name=name)
 save_figure(figure, f"{figures_dir}/training_curves");
 
@@ -91,11 +92,20 @@ pd.concat({name: found["folds"] for name, found in tables.items()}, names=["corp
 pd.concat({name: found["auc_compared"].set_index("signal") for name, found in tables.items()}, names=["corpus"]).round(3)
 
 # %% [markdown]
-# ROC on SQuAD 2.0 half A, with bootstrap bands for `dense_top1` and `judge_top1`.
+# Each fold's judge is on its own scale, so the pooled AUC mixes two or three judges. Within each fold:
+
+# %%
+pd.concat({name: found["fold_auc"] for name, found in tables.items()}, names=["corpus"]).reset_index(level=0).pivot_table(
+    index=["corpus", "fold"], columns="signal", values="auc", sort=False
+).round(3)
+
+# %% [markdown]
+# ROC on SQuAD 2.0 half A, with bootstrap bands for `dense_top1` and `judge_top1` (a signal that is constant there,
+# such as `judge_mass` when no passage reaches 0.5, has no curve).
 
 # %%
 first = corpora[0]
-compared = list(tables[first]["auc_compared"]["signal"])
+compared = list(tables[first]["auc_compared"].dropna(subset=["auc"])["signal"])  # a constant signal has no curve
 roc = RocDisplay.from_score_table(tables[first]["scores"], compared, directions=directions, n_resamples=n_resamples)
 roc.plot(bands=["dense_top1", "judge_top1"], name=first)
 save_figure(roc.figure_, f"{figures_dir}/roc");
@@ -106,7 +116,7 @@ save_figure(roc.figure_, f"{figures_dir}/roc");
 # %%
 with figure_style():
     figure, axes = plt.subplots(1, len(corpora), figsize=(5.0 * len(corpora), 3.2), layout="constrained")
-for ax, name in zip(list(pd.Series(axes).ravel()) if len(corpora) > 1 else [axes], corpora):
+for ax, name in zip(np.atleast_1d(axes), corpora):
     ScoreDistributionDisplay.from_score_table(tables[name]["scores"], "judge_top1", rules=("keep@0.95",)).plot(
         ax=ax, kind="hist", name=name
     )

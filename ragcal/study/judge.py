@@ -422,7 +422,7 @@ def judge_study(
     fold_auc = _fold_auc(table, [BASELINE, *judge_signals], directions)
     from ..judges.trained import TrainedJudge
 
-    curves = pd.concat(
+    training_curves = pd.concat(
         [TrainedJudge(Path(judge_dir) / folder, use_cache=False).curve.assign(fold=fold)
          for fold, folder in zip(folds["fold"], folds["folder"])],
         ignore_index=True,
@@ -441,7 +441,7 @@ def judge_study(
         "cost": cost,
         "failures": failures,
         "fold_auc": fold_auc,
-        "training_curves": curves[["fold", "step", "epoch", "training_loss", "validation_loss"]],
+        "training_curves": training_curves[["fold", "step", "epoch", "training_loss", "validation_loss"]],
         "learned_scores": table[["id", GROUP_COLUMN, "answerable", "slice", *learned_sets]],
     }
     for name, frame in tables.items():

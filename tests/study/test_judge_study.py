@@ -56,6 +56,9 @@ def test_every_table_compares_judge_and_retrieval_gates_held_out(study):
     risk = tables["certified"]["selective_risk"].dropna()
     assert risk.between(0, 1).all()
     assert set(tables["risk_coverage_summary"]["name"]) >= {"dense_top1", "judge_top1", LEARNED_WITH_JUDGE}
+    curves = tables["risk_coverage"]
+    assert {"kind", "name", "coverage", "risk"} <= set(curves.columns)
+    assert set(curves["name"]) == set(tables["risk_coverage_summary"]["name"])
     cost = tables["cost"].set_index("step")
     assert (cost["seconds_per_question"].dropna() > 0).all()
     assert set(tables["failures"]["kind"]) == {"unanswerable, judged answered", "answerable, judged not answered"}
