@@ -108,8 +108,11 @@ def test_dense_top1_is_the_cosine_of_the_query_and_its_best_candidate(scored, em
 def test_every_signal_the_candidates_can_feed_is_computed_and_the_rest_said_why(scored):
     computed = list(scored.table.columns[4:])
     assert set(computed) | set(scored.left_out) == set(SIGNALS) and not set(computed) & set(scored.left_out)
-    assert set(scored.left_out) == {name for name, signal in SIGNALS.items() if "rerank" in signal.retrievers}
-    assert all("reranker" in reason for reason in scored.left_out.values())
+    # Without a reranker and without a judge: their signals, each with its reason.
+    needs = {name: signal.retrievers[0] for name, signal in SIGNALS.items() if signal.retrievers[0] in ("rerank", "judge")}
+    assert set(scored.left_out) == set(needs)
+    for name, reason in scored.left_out.items():
+        assert ("reranker" if needs[name] == "rerank" else "judge") in reason, (name, reason)
     assert not scored.table[["dense_centroid_cosine", "bm25_norm_raw", "dense_perturbation_jaccard"]].isna().any().any()
     assert scored.config["n_pool_passages"] == 3 and scored.config["candidate_depth"] == 3
     assert scored.config["model_fingerprint"] and scored.config["signals_left_out"] == scored.left_out

@@ -70,8 +70,8 @@ def test_score_table_reproduces_the_committed_fastapi_table(fastapi_labeled):
     committed = (REPOSITORY / "results" / "fastapi" / "scores.csv").read_text(encoding="utf-8")
     rows = list(csv.DictReader(io.StringIO(committed)))
     signals = [column for column in rows[0] if column not in ("id", "query", "answerable", "slice")]
-    # Every signal but the reranker's and a user's own run's (results an index without a reranker does not give).
-    assert set(signals) == {name for name in SIGNALS if not name.startswith(("rerank_", "run_"))}
+    # Every signal but the reranker's, a user's own run's and a judge's (results an index without them does not give).
+    assert set(signals) == {name for name in SIGNALS if not name.startswith(("rerank_", "run_", "judge_"))}
     table = score_table(queries, retrieved, signals=signals)
     assert list(table["id"]) == [row["id"] for row in rows]
     exact = [name for name in signals if name.startswith("bm25_") or name in RANK_AND_BM25_SIGNALS]
@@ -91,7 +91,7 @@ def test_batch_and_per_query_paths_agree_bit_for_bit(fastapi_index, fastapi_labe
     assert retrieved["bm25_stopwords"][len(queries) + 1].is_empty  # "the of and"
     assert retrieved["bm25_raw"][len(queries) + 2].is_empty  # words the corpus lacks
     columns = compute_signals_batch(retrieved)
-    assert list(columns) == [name for name in SIGNALS if not name.startswith(("rerank_", "run_"))]
+    assert list(columns) == [name for name in SIGNALS if not name.startswith(("rerank_", "run_", "judge_"))]
     for name, values in columns.items():
         signal = get_signal(name)
         assert_same_bits(values, [signal(per_query(retrieved, p)) for p in range(len(texts))], name)
