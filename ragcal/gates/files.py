@@ -58,6 +58,11 @@ PROVENANCE_KEYS = (
     "default_access",
     "allowed_levels",
     "dense_index",
+    # a score table scored through a framework's store (ragcal.integrations): which store, which score
+    "score_scale",
+    "store",
+    "framework",
+    "store_depth",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")
@@ -141,6 +146,13 @@ def check_provenance(provenance: dict, config: dict, *, source="gate file", retr
         raise GateFileError(
             f"{source}: the gate records no model fingerprint, so nothing says which score scale its thresholds "
             "belong to; fit it with `ragcal fit-gate` from a score table that has its .meta.json beside it"
+        )
+    if provenance.get("score_scale") != config.get("score_scale"):
+        raise GateFileError(
+            f"{source}: fitted on the scores of {provenance.get('score_scale') or 'ragcal own index'}, but these "
+            f"come from {config.get('score_scale') or 'ragcal own index'}; a threshold on another score scale is "
+            "wrong, not approximate: put the gate in front of the store it was fitted on (ragcal.integrations), "
+            "or score a labeled set here and fit again"
         )
     if fitted_on != config.get("model_fingerprint"):
         raise GateFileError(

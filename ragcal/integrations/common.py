@@ -1,0 +1,284 @@
+"""What the framework integrations share: the store as a ragcal retriever, and a gate bound to its score scale.
+
+A LangChain, LlamaIndex or Haystack store answers a query with documents and a
+score each. :class:`StoreRetriever` turns those into ragcal's
+:class:`~ragcal.retrieval.base.RetrievalResult` (the retriever protocol of
+:mod:`ragcal.retrieval.protocol`), so ``score_table``, ``fit-gate``,
+certification and monitoring run on the scores the store really returns. Its
+checks name the store and say what to do:
+
+- a score that is missing (``None``) or NaN: the retriever returns no scores;
+- scores that rise down a ranked list: distances where similarities are expected;
+- one constant score over every question: nothing to calibrate.
+
+:class:`StoreGate` is a saved gate in front of such a store. It refuses a gate
+file fitted on another score scale: every gate file written from a store's
+score table records the store's :attr:`StoreRetriever.score_scale`, and the two
+must be equal, as must the embedding model's fingerprint when both are known.
+The framework modules (:mod:`ragcal.integrations.langchain`,
+:mod:`~ragcal.integrations.llamaindex`, :mod:`~ragcal.integrations.haystack`)
+subclass :class:`StoreRetriever` and put a :class:`StoreGate` inside each
+framework's own extension point.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..retrieval.base import RetrievalResult
+
+__all__ = [
+    "EXTRAS",
+    "StoreScoreError",
+    "Hit",
+    "StoreRetriever",
+    "StoreGate",
+    "refusal_of",
+    "require",
+    "score_store",
+    "load_factory",
+]
+
+#: Optional extra -> (what it installs, the modules an integration imports).
+EXTRAS = {
+    "langchain": ("LangChain", ("langchain_core",)),
+    "llamaindex": ("LlamaIndex", ("llama_index.core",)),
+    "haystack": ("Haystack", ("haystack",)),
+}
+
+#: The view a store's ranked list fills: the dense signals (dense_top1, dense_gap, ...) read it.
+VIEW = "dense"
+
+
+class StoreScoreError(ValueError):
+    """A store's scores cannot be calibrated as they are (missing, distances, constant); the message says why."""
+
+
+def require(extra: str) -> None:
+    """Import the framework of ``extra`` or raise an ImportError that names the extra to install."""
+    what, modules = EXTRAS[extra]
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ImportError(
+                f"ragcal.integrations.{extra} needs {what} ({module} is not importable: {error}); "
+                f"install it with: pip install 'ragcal[{extra}]'"
+            ) from error
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One document a store returned: its chunk id, its score as the store reports it, and the document itself."""
+
+    chunk_id: str
+    score: float | None
+    item: object = field(default=None, repr=False, compare=False)
+
+
+def _score(value) -> float:
+    if value is None:
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class StoreRetriever:
+    """A framework's store or retriever as a ragcal retriever (``name``, ``search``).
+
+    Subclasses set :attr:`framework` and implement :meth:`hits`. The scores are
+    taken as the store returns them; :meth:`result` checks them.
+
+    Parameters
+    ----------
+    store_label : str
+        How messages name the store, e.g. ``"LangChain FAISS"``.
+    score_scale : str
+        What identifies the scale of the scores: the framework, the store's
+        class, how scores are read and the store's metric. Recorded as
+        ``score_scale`` in the score table's provenance and the gate file.
+    model, model_fingerprint : str, default=None
+        The embedding model, when known (ragcal's embedders know their fingerprint).
+    name : str, default="dense"
+        The view the results fill; the ``dense_*`` signals read ``"dense"``.
+    """
+
+    framework = ""
+
+    def __init__(self, *, store_label: str, score_scale: str, model=None, model_fingerprint=None, name: str = VIEW):
+        self.store_label = store_label
+        self.score_scale = score_scale
+        self.model = model
+        self.model_fingerprint = model_fingerprint
+        self.name = name
+
+    def hits(self, query: str, k: int) -> list[Hit]:
+        """The store's top ``k`` for ``query``, in the store's order."""
+        raise NotImplementedError
+
+    @property
+    def config(self) -> dict:
+        """Provenance of a score table scored through this store (read by ``fit-gate`` and :class:`StoreGate`)."""
+        return {
+            "model": self.model or "(the store's own embedding)",
+            "model_fingerprint": self.model_fingerprint or self.score_scale,
+            "score_scale": self.score_scale,
+            "store": self.store_label,
+            "framework": self.framework,
+            "dense_index": self.score_scale,
+        }
+
+    def result(self, hits, *, query: str | None = None) -> RetrievalResult:
+        """``hits`` as a :class:`RetrievalResult`, after checking that each score is there and none rises."""
+        hits = list(hits)
+        scores = np.array([_score(hit.score) for hit in hits], dtype=np.float64)
+        asked = f" (question {query!r:.80})" if query is not None else ""
+        missing = [hit.chunk_id for hit, score in zip(hits, scores) if math.isnan(score)]
+        if missing:
+            raise StoreScoreError(
+                f"{self.store_label} returned no score for {len(missing)} of {len(hits)} documents{asked}, "
+                f"e.g. {missing[0]!r}; a gate compares scores, so it needs them: retrieve with the store's scored "
+                "search (the adapters in ragcal.integrations do), or a retriever that keeps each document's score"
+            )
+        if np.any(np.diff(scores) > 1e-9):
+            raise StoreScoreError(
+                f"{self.store_label}: scores rise down the ranked list{asked} "
+                f"({', '.join(f'{score:.4g}' for score in scores[:3])} ...): these are distances (lower is closer), "
+                f"where ragcal needs similarities (higher is closer). {self.distance_advice()}"
+            )
+        return RetrievalResult(self.name, tuple(hit.chunk_id for hit in hits), scores)
+
+    def distance_advice(self) -> str:
+        """What to do when the store returns distances (each framework module says it in its own terms)."""
+        return "Read the store's relevance scores instead, or build it with a similarity metric (cosine)."
+
+    def search(self, queries, *, k: int) -> list[RetrievalResult]:
+        """One checked result per query; refuses a score that is the same for every document of every query."""
+        queries = [str(query) for query in queries]
+        results = [self.result(self.hits(query, k), query=query) for query in queries]
+        scores = np.concatenate([result.scores for result in results]) if results else np.empty(0)
+        if scores.size >= 2 and np.all(scores == scores[0]):
+            raise StoreScoreError(
+                f"{self.store_label} gave every document of all {len(queries)} questions the same score "
+                f"{scores[0]:g}: a constant says nothing about any question, so there is no threshold to fit; "
+                "the retriever is not reporting its similarity (a default or placeholder score): read the "
+                "store's scored search instead"
+            )
+        return results
+
+
+def score_store(queries, retriever: StoreRetriever, *, k: int = 10):
+    """Retrieve a labeled query table through a store and score it: ``(score table, provenance config)``.
+
+    ``queries`` is a labeled query table (:func:`ragcal.queries.load_queries`).
+    The table has the signals the store's ranked list feeds (``dense_top1``,
+    ``dense_gap``, the top-k shape, ...); write it with
+    :func:`ragcal.score_tables.write_score_table` and ``config`` to fit and
+    certify gates that :class:`StoreGate` accepts for this store.
+    """
+    from ..retrieval.protocol import retrieve_with
+    from ..scoring import score_table
+
+    retrieved = retrieve_with({retriever.name: retriever}, queries["query"], k=k, diagnostics=False)
+    table = score_table(queries, retrieved)
+    table = table.dropna(axis="columns", how="all")  # signals of other retrievers' statistics: NaN throughout
+    return table, {**retriever.config, "store_depth": int(k)}, retrieved
+
+
+def refusal_of(decision) -> dict | None:
+    """A refusal as a JSON-ready dict (``message``, ``reasons``, ``score``, ``stage``), or None when the gate answers."""
+    if decision.answered:
+        return None
+    return {
+        "action": decision.action,
+        "message": decision.message,
+        "reasons": list(decision.reasons),
+        "score": None if math.isnan(decision.score) else decision.score,
+        "stage": decision.stage,
+    }
+
+
+class StoreGate:
+    """A saved gate in front of one store: decides on the store's hits.
+
+    Parameters
+    ----------
+    path : str or Path
+        A gate file (``ragcal fit-gate``, :func:`ragcal.gates.save_gate`)
+        fitted on a score table scored through this kind of store.
+    retriever : StoreRetriever
+        Gives the store's score scale (and model fingerprint) to check.
+
+    Raises
+    ------
+    GateFileError
+        A gate fitted on another score scale, another embedding model, or one
+        that reads other views than the store's ranked list.
+    """
+
+    def __init__(self, path, retriever: StoreRetriever):
+        from ..gates.files import GateFileError, read_gate_file
+
+        self.path = Path(path)
+        document = read_gate_file(self.path)
+        self.gate = document["gate"]
+        self.provenance = document["provenance"]
+        self.retriever = retriever
+        other = [name for name in self.gate.retrievers if name != retriever.name]
+        if other:
+            raise GateFileError(
+                f"{self.path}: the gate reads the view(s) {other}, but {retriever.store_label} gives one ranked list "
+                f"({retriever.name!r}): fit the gate on that list's signals (dense_top1, dense_gap, ...)"
+            )
+        fitted = self.provenance.get("score_scale")
+        if fitted != retriever.score_scale:
+            where = f"the scores of {fitted}" if fitted else "ragcal's own index (its cosine scores, not a store's)"
+            raise GateFileError(
+                f"{self.path}: fitted on {where}, but {retriever.store_label} returns {retriever.score_scale}; "
+                "a threshold on another score scale is wrong, not approximate: score a labeled set through this "
+                f"store ({retriever.framework} adapter in ragcal.integrations, or `ragcal score --{retriever.framework}"
+                " module:factory`) and fit the gate again"
+            )
+        recorded = self.provenance.get("model_fingerprint")
+        known = retriever.model_fingerprint
+        if known and recorded and recorded != known:
+            raise GateFileError(
+                f"{self.path}: fitted on embedding model {recorded}, but {retriever.store_label} embeds with {known}; "
+                "a threshold on another model's scale is wrong: score and fit again with this model"
+            )
+
+    def decide(self, query: str, hits) -> tuple:
+        """``(Decision, the hits it passes on in the gate's order)``; no hits on refusal."""
+        hits = list(hits)
+        result = self.retriever.result(hits, query=query)
+        decision = self.gate.decide({self.retriever.name: result}, query=query)
+        by_id = {}
+        for hit in hits:
+            by_id.setdefault(hit.chunk_id, hit)
+        return decision, [by_id[chunk_id] for chunk_id, _ in decision.passages if chunk_id in by_id]
+
+
+def load_factory(spec: str, *, option: str):
+    """``"module:function"`` -> what the function returns (called with no arguments), for ``ragcal score``."""
+    module_name, _, function_name = str(spec).partition(":")
+    if not module_name or not function_name:
+        raise ValueError(f"{option} {spec!r}: expected module:function (a function that returns the store)")
+    import sys
+
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # the user's module beside them, as `python -m` would find it
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"{option} {spec!r}: cannot import {module_name!r} ({error})") from None
+    factory = getattr(module, function_name, None)
+    if not callable(factory):
+        raise ValueError(f"{option} {spec!r}: {module_name} has no function {function_name!r}")
+    return factory()
