@@ -51,6 +51,9 @@ EXTRAS = {
     "haystack": ("Haystack", ("haystack",)),
 }
 
+#: Documents per question a store is asked for: ragcal's own index keeps 100, so every dense_* signal is defined.
+DEFAULT_DEPTH = 100
+
 #: The view a store's ranked list fills: the dense signals (dense_top1, dense_gap, ...) read it.
 VIEW = "dense"
 
@@ -174,8 +177,8 @@ class StoreRetriever:
         return results
 
 
-def score_store(queries, retriever: StoreRetriever, *, k: int = 10):
-    """Retrieve a labeled query table through a store and score it: ``(score table, provenance config)``.
+def score_store(queries, retriever: StoreRetriever, *, k: int = DEFAULT_DEPTH):
+    """Retrieve a labeled query table through a store and score it: ``(table, provenance config, results)``.
 
     ``queries`` is a labeled query table (:func:`ragcal.queries.load_queries`).
     The table has the signals the store's ranked list feeds (``dense_top1``,
@@ -216,6 +219,14 @@ class StoreGate:
     retriever : StoreRetriever
         Gives the store's score scale (and model fingerprint) to check.
 
+    Attributes
+    ----------
+    depth : int
+        How many documents per question the store returned when the gate's
+        table was scored (``store_depth``); the integrations ask the store for
+        as many, so that signals over the top k (``dense_top10_mean``, ...)
+        mean what they meant when the gate was fitted.
+
     Raises
     ------
     GateFileError
@@ -231,6 +242,7 @@ class StoreGate:
         self.gate = document["gate"]
         self.provenance = document["provenance"]
         self.retriever = retriever
+        self.depth = int(self.provenance.get("store_depth") or DEFAULT_DEPTH)
         other = [name for name in self.gate.retrievers if name != retriever.name]
         if other:
             raise GateFileError(

@@ -220,8 +220,9 @@ class GatedRetriever(BaseRetriever):
         The store, read as it was read when the gate was fitted.
     gate : str, Path or StoreGate
         The gate file; refused if fitted on another score scale.
-    k : int, default=10
-        How many documents the store returns for the gate to look at.
+    k : int, default=None
+        How many documents the store returns for the gate to look at; the
+        gate's own ``store_depth`` (what its table was scored with) when None.
 
     Each returned document's metadata gains ``score`` (the store's),
     ``ragcal_action`` (answer or hedge) and, when hedging, ``ragcal_message``.
@@ -231,11 +232,13 @@ class GatedRetriever(BaseRetriever):
 
     store: Any
     gate: Any
-    k: int = 10
+    k: int | None = None
     _bound: StoreGate = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         self._bound = _gate(self.gate, self.store)
+        if self.k is None:
+            self.k = self._bound.depth
 
     def decide(self, query: str) -> dict:
         """``{"question", "documents", "refusal", "decision"}``: ``refusal`` is None when the gate answers."""
