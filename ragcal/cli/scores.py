@@ -43,6 +43,7 @@ def add_parsers(commands) -> None:
     add_signals_module(score)
     add_extra_signals_options(score)
     add_candidate_options(score)
+    add_store_options(score)
     score.set_defaults(run=run_score)
 
     chunks = commands.add_parser(
@@ -90,11 +91,31 @@ def add_candidate_options(score) -> None:
     score.set_defaults(corpus_only=options)
 
 
+FRAMEWORKS = ("langchain", "llamaindex", "haystack")
+
+
+def add_store_options(score) -> None:
+    """``--langchain``, ``--llamaindex``, ``--haystack`` ``module:function``: score through a framework's own store."""
+    for framework in FRAMEWORKS:
+        score.add_argument(
+            f"--{framework}",
+            default=None,
+            metavar="MODULE:FUNCTION",
+            help=f"score through your {framework} store instead of a corpus: MODULE:FUNCTION returns the store (or "
+            f"retriever), or ragcal's adapter around it (ragcal.integrations.{framework}); needs ragcal[{framework}]",
+        )
+    score.add_argument(
+        "--store-depth", type=int, default=100, metavar="K", help="documents per question from the store (default 100)"
+    )
+
+
 def run_score(args) -> None:
     from ..runs import write_trec_runs
     from ..score_tables import write_score_table
     from ..scoring import score_query_file
 
+    if any(getattr(args, framework) for framework in FRAMEWORKS):
+        return run_score_store(args)
     if args.candidates is not None or args.passages is not None or args.run_tag is not None:
         return run_score_candidates(args)
     if args.queries is None:
@@ -194,6 +215,38 @@ def run_score_candidates(args) -> None:
     print("corpus-level statistics (BM25 IDF, dense centroids) are those of the candidate pool, not of your corpus")
     for name, reason in scores.left_out.items():
         print(f"left out {name}: {reason}")
+    print_slice_summary(table)
+
+
+def run_score_store(args) -> None:
+    """``ragcal score --langchain|--llamaindex|--haystack module:function``: the store's own scores, as a table."""
+    from .._io import sha256_file
+    from .._params import check_int
+    from ..integrations.common import load_factory, score_store, store_retriever
+    from ..queries import load_queries
+    from ..runs import write_trec_runs
+    from ..score_tables import write_score_table
+
+    given = [framework for framework in FRAMEWORKS if getattr(args, framework)]
+    if len(given) > 1:
+        raise ValueError(f"--{' and --'.join(given)}: score through one store at a time")
+    if args.queries is None:
+        raise ValueError(f"--{given[0]} needs the labeled query file")
+    excluded = {**args.corpus_only, "candidates": ("--candidates", None), "judge": ("--judge", None)}
+    others = [option for dest, (option, default) in excluded.items() if getattr(args, dest, default) != default]
+    if others:
+        raise ValueError(f"{', '.join(others)} cannot be used with --{given[0]}: the store is the corpus and the index")
+    framework = given[0]
+    depth = check_int(args.store_depth, "--store-depth", "ragcal score", low=1)
+    queries = load_queries(args.queries)  # a bad query file fails before the user's store is built
+    retriever = store_retriever(framework, load_factory(getattr(args, framework), option=f"--{framework}"))
+    table, config, retrieved = score_store(queries, retriever, k=depth)
+    config.update(queries=str(args.queries), queries_sha256=sha256_file(args.queries), factory=getattr(args, framework))
+    write_score_table(args.out, table, config=config)
+    if args.runs is not None:
+        write_trec_runs(args.runs, table["id"], retrieved, config=config)
+    print(f"wrote {args.out} ({len(table)} queries, {table.shape[1] - 4} signals) through {config['store']}")
+    print(f"score scale: {config['score_scale']} (a gate fitted on this table is refused on any other)")
     print_slice_summary(table)
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "require",
     "score_store",
     "load_factory",
+    "store_retriever",
 ]
 
 #: Optional extra -> (what it installs, the modules an integration imports).
@@ -275,6 +276,20 @@ class StoreGate:
         for hit in hits:
             by_id.setdefault(hit.chunk_id, hit)
         return decision, [by_id[chunk_id] for chunk_id, _ in decision.passages if chunk_id in by_id]
+
+
+#: The adapter class of each framework module, which takes the framework's store or retriever as its one argument.
+ADAPTERS = {"langchain": "LangChainStore", "llamaindex": "LlamaIndexStore", "haystack": "HaystackStore"}
+
+
+def store_retriever(framework: str, store) -> StoreRetriever:
+    """``store`` as it is if it already is a :class:`StoreRetriever`, else wrapped in ``framework``'s adapter."""
+    if isinstance(store, StoreRetriever):
+        return store
+    if framework not in ADAPTERS:
+        raise ValueError(f"unknown framework {framework!r}; known: {', '.join(ADAPTERS)}")
+    module = importlib.import_module(f"ragcal.integrations.{framework}")
+    return getattr(module, ADAPTERS[framework])(store)
 
 
 def load_factory(spec: str, *, option: str):

@@ -39,6 +39,7 @@ from .common import require
 
 require("langchain")
 
+import warnings  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -147,6 +148,7 @@ class LangChainStore(StoreRetriever):
         self.scores = scores
         self.id_key = id_key
         self.search_kwargs = dict(search_kwargs or {})
+        self._said_out_of_range = False
         kind = type(store).__name__
         strategy = getattr(store, "distance_strategy", None)
         metric = metric or (getattr(strategy, "value", None) or (str(strategy) if strategy is not None else None))
@@ -186,7 +188,23 @@ class LangChainStore(StoreRetriever):
             if self.scores == "raw"
             else self.store.similarity_search_with_relevance_scores
         )
-        return [Hit(self.chunk_id(document), score, document) for document, score in search(query, k=k, **self.search_kwargs)]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            found = search(query, k=k, **self.search_kwargs)
+        for warning in caught:
+            if str(warning.message).startswith("Relevance scores must be between 0 and 1"):
+                # LangChain's own warning prints every document; say it once, shortly.
+                if not self._said_out_of_range:
+                    self._said_out_of_range = True
+                    warnings.warn(
+                        f"{self.store_label}'s relevance scores fall outside [0, 1] (its relevance function does "
+                        "not map this metric into it); ragcal calibrates them as they are",
+                        UserWarning,
+                        stacklevel=2,
+                    )
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        return [Hit(self.chunk_id(document), score, document) for document, score in found]
 
 
 def _with_score(document: Document, score, key: str, extra=None) -> Document:
@@ -235,10 +253,12 @@ class GatedRetriever(BaseRetriever):
     k: int | None = None
     _bound: StoreGate = PrivateAttr()
 
-    def model_post_init(self, context: Any) -> None:
-        self._bound = _gate(self.gate, self.store)
+    def __init__(self, **data: Any):
+        bound = _gate(data.get("gate"), data.get("store"))  # before pydantic, so that a GateFileError stays one
+        super().__init__(**{**data, "gate": bound})
+        self._bound = bound
         if self.k is None:
-            self.k = self._bound.depth
+            self.k = bound.depth
 
     def decide(self, query: str) -> dict:
         """``{"question", "documents", "refusal", "decision"}``: ``refusal`` is None when the gate answers."""
@@ -276,8 +296,10 @@ class GateCompressor(BaseDocumentCompressor):
     _bound: StoreGate = PrivateAttr()
     _last: Any = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any) -> None:
-        self._bound = _gate(self.gate, self.store)
+    def __init__(self, **data: Any):
+        bound = _gate(data.get("gate"), data.get("store"))  # before pydantic, so that a GateFileError stays one
+        super().__init__(**{**data, "gate": bound})
+        self._bound = bound
 
     @property
     def last_decision(self):

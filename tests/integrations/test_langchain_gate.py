@@ -1,0 +1,249 @@
+"""ragcal.integrations.langchain on LangChain's own stores (FAISS, Chroma's embedded client, the in-memory store).
+
+Real LangChain objects throughout, on the bundled FastAPI docs embedded with ragcal's own MiniLM vectors.
+"""
+
+import json
+from types import SimpleNamespace
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from ragcal.datasets import FASTAPI_QUERIES
+from ragcal.gates import ask, fit_gate, load_gate, save_gate
+from ragcal.gates.files import GateFileError
+from ragcal.integrations.common import Hit, StoreGate, StoreScoreError, score_store
+from ragcal.queries import load_queries
+from ragcal.scoring import score_table
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community announces its own sunset on import
+    from langchain_community.vectorstores import FAISS
+    from langchain_community.vectorstores.utils import DistanceStrategy
+from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import RunnableBranch, RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from ragcal.integrations.langchain import (
+    GateCompressor,
+    GatedRetriever,
+    LangChainStore,
+    RagcalEmbeddings,
+    ScoredRetriever,
+    documents_from_chunks,
+)
+
+UNRELATED = "What is the boiling point of water at the top of Mount Everest?"
+COVERED = "How do I set a cookie on the response?"
+PAGES = ("advanced/response-cookies.md", "tutorial/cors.md", "tutorial/background-tasks.md", "tutorial/cookie-params.md")
+
+
+@pytest.fixture(scope="module")
+def embeddings(fastapi_index):
+    return RagcalEmbeddings(embedder=fastapi_index.dense.embedder)
+
+
+@pytest.fixture(scope="module")
+def queries():
+    return load_queries(FASTAPI_QUERIES)
+
+
+@pytest.fixture(scope="module")
+def cosine_store(fastapi_index, embeddings):
+    """FAISS with inner product on ragcal's normalised vectors: cosine, as ragcal's own index."""
+    documents = documents_from_chunks(fastapi_index.chunks)
+    return FAISS.from_documents(documents, embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+
+
+@pytest.fixture(scope="module")
+def small_chunks(fastapi_index):
+    return [chunk for chunk in fastapi_index.chunks if chunk.doc_path in PAGES]
+
+
+@pytest.fixture(scope="module")
+def fitted(cosine_store, queries, tmp_path_factory):
+    """A keep@0.95 threshold gate fitted through the FAISS store, saved with the store's provenance."""
+    table, config, _ = score_store(queries, LangChainStore(cosine_store))
+    gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+    path = save_gate(tmp_path_factory.mktemp("gate") / "gate.json", gate, rule="keep@0.95", provenance=config)
+    return SimpleNamespace(table=table, config=config, gate=gate, path=path, store=LangChainStore(cosine_store))
+
+
+def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(fastapi_index, queries, fitted):
+    table, config, store_gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    own = score_table(queries, fastapi_index.retrieve(queries["query"]))
+    # Same vectors, same metric, same float32 inner product: the same number, question by question.
+    np.testing.assert_array_equal(table["dense_top1"].to_numpy(), own["dense_top1"].to_numpy())
+    np.testing.assert_allclose(table["dense_top10_mean"].to_numpy(), own["dense_top10_mean"].to_numpy(), atol=1e-12)
+    own_gate = fit_gate(own, "threshold", "keep@0.95", signal="dense_top1")
+    assert store_gate.threshold == own_gate.threshold
+    assert config["score_scale"] == "langchain FAISS similarity_search_with_score (MAX_INNER_PRODUCT)"
+    assert config["model_fingerprint"] == fastapi_index.config["model_fingerprint"]
+    # The gate file in front of the store, question by question against `ragcal ask` on ragcal's own index.
+    retriever = GatedRetriever(store=fitted.store, gate=path)
+    assert retriever.k == 100 == config["store_depth"]
+    decisions, _ = ask(own_gate, fastapi_index, queries["query"])
+    outcomes = [retriever.decide(question) for question in queries["query"]]
+    assert [(outcome["refusal"] is None) for outcome in outcomes] == [decision.answered for decision in decisions]
+    for outcome, decision in zip(outcomes, decisions):
+        assert [document.id for document in outcome["documents"]] == [chunk_id for chunk_id, _ in decision.passages]
+
+
+def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, small_chunks, embeddings, tmp_path):
+    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    own_provenance = {key: value for key, value in config.items() if key not in ("score_scale", "store")}
+    own = save_gate(tmp_path / "own.json", gate, provenance=own_provenance)
+    l2 = FAISS.from_documents(documents_from_chunks(small_chunks), embeddings)
+    with pytest.raises(GateFileError, match="ragcal's own index .* returns langchain FAISS"):
+        GatedRetriever(store=LangChainStore(l2, scores="relevance"), gate=own)
+    with pytest.raises(GateFileError, match=r"fitted on the scores of langchain FAISS similarity_search_with_score "
+                                            r"\(MAX_INNER_PRODUCT\), but LangChain FAISS returns .*relevance_scores"):
+        GatedRetriever(store=LangChainStore(l2, scores="relevance"), gate=path)
+    # ragcal ask's own check refuses the store's gate too: its scale is not the index's.
+    with pytest.raises(GateFileError, match="fitted on the scores of langchain FAISS"):
+        from ragcal.gates.files import check_provenance
+
+        check_provenance(json.loads(path.read_text())["provenance"], {"model_fingerprint": config["model_fingerprint"]})
+
+
+def test_faiss_default_distances_are_refused_and_its_relevance_is_another_scale(small_chunks, embeddings, queries):
+    l2 = FAISS.from_documents(documents_from_chunks(small_chunks), embeddings)
+    with pytest.raises(StoreScoreError, match=r"LangChain FAISS: scores rise down the ranked list .*scores='relevance'"):
+        score_store(queries.head(3), LangChainStore(l2))
+    cosine = FAISS.from_documents(
+        documents_from_chunks(small_chunks), embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT
+    )
+    relevance, _, _ = score_store(queries, LangChainStore(l2, scores="relevance"), k=10)
+    similarity, _, _ = score_store(queries, LangChainStore(cosine), k=10)
+    # FAISS's L2 index returns the squared distance, 2 - 2 cos on unit vectors; LangChain's relevance is 1 - d / sqrt 2.
+    cos = similarity["dense_top1"].to_numpy()
+    np.testing.assert_allclose(relevance["dense_top1"].to_numpy(), 1 - (2 - 2 * cos) / math.sqrt(2), atol=2e-6)
+    # A monotone map of the same scores: a rank rule fitted on either scale makes the same decisions...
+    on_relevance = fit_gate(relevance, "threshold", "keep@0.95", signal="dense_top1")
+    on_cosine = fit_gate(similarity, "threshold", "keep@0.95", signal="dense_top1")
+    assert on_relevance.threshold != pytest.approx(on_cosine.threshold)
+    np.testing.assert_array_equal(
+        on_relevance.decide_table(relevance)["action"], on_cosine.decide_table(similarity)["action"]
+    )
+    # ... but one scale's threshold on the other answers differently: why a gate file is bound to its scale.
+    moved = on_cosine.decide_table(relevance.assign(dense_top1=relevance["dense_top1"]))["action"]
+    assert (moved != on_cosine.decide_table(similarity)["action"]).any()
+
+
+def test_chroma_cosine_distance_is_refused_and_its_relevance_is_cosine(small_chunks, embeddings, queries):
+    chromadb = pytest.importorskip("chromadb")
+    from langchain_chroma import Chroma
+
+    client = chromadb.EphemeralClient(chromadb.config.Settings(anonymized_telemetry=False))
+    store = Chroma(
+        collection_name="fastapi",
+        embedding_function=embeddings,
+        client=client,
+        collection_metadata={"hnsw:space": "cosine"},
+    )
+    store.add_documents(documents_from_chunks(small_chunks), ids=[chunk.chunk_id for chunk in small_chunks])
+    with pytest.raises(StoreScoreError, match="LangChain Chroma: scores rise down"):
+        score_store(queries.head(3), LangChainStore(store))
+    chroma, config, _ = score_store(queries, LangChainStore(store, scores="relevance", metric="cosine"), k=10)
+    assert config["score_scale"] == "langchain Chroma similarity_search_with_relevance_scores (cosine)"
+    cosine = FAISS.from_documents(
+        documents_from_chunks(small_chunks), embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT
+    )
+    exact, _, _ = score_store(queries, LangChainStore(cosine), k=10)
+    # 1 - cosine distance, computed by Chroma in float32 over its HNSW graph: cosine to float32 precision.
+    np.testing.assert_allclose(chroma["dense_top1"].to_numpy(), exact["dense_top1"].to_numpy(), atol=1e-5)
+
+
+class _Constant(Embeddings):
+    def embed_documents(self, texts):
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+    def embed_query(self, text):
+        return [1.0, 0.0, 0.0]
+
+
+def test_a_constant_score_and_a_missing_one_are_refused(small_chunks, queries):
+    store = InMemoryVectorStore(_Constant())
+    store.add_documents(documents_from_chunks(small_chunks[:5]))
+    with pytest.raises(StoreScoreError, match=r"LangChain InMemoryVectorStore gave every document of all 4 .* same"):
+        score_store(queries.head(4), LangChainStore(store), k=3)
+    adapter = LangChainStore(store)
+    with pytest.raises(StoreScoreError, match=r"LangChain InMemoryVectorStore returned no score for 1 of 2 .*'b#1'"):
+        adapter.result([Hit("a#0", 0.5), Hit("b#1", None)], query="q")
+    with pytest.raises(StoreScoreError, match="no score"):
+        adapter.result([Hit("a#0", float("nan"))])
+    assert adapter.result([]).chunk_ids == ()  # nothing found is a result, not an error
+
+
+def test_a_chain_routes_on_the_refusal(fitted):
+    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    retriever = GatedRetriever(store=fitted.store, gate=path)
+    answer = RunnableLambda(lambda outcome: "From the docs: " + outcome["documents"][0].page_content[:60])
+    chain = retriever.as_decision() | RunnableBranch(
+        (lambda outcome: outcome["refusal"] is not None, lambda outcome: "REFUSED: " + outcome["refusal"]["message"]),
+        answer,
+    )
+    refused = chain.invoke(UNRELATED)
+    assert refused.startswith("REFUSED: ") and len(refused) > 40
+    assert chain.invoke(COVERED).startswith("From the docs: ")
+    outcome = retriever.decide(UNRELATED)
+    assert outcome["documents"] == [] and outcome["refusal"]["score"] < gate.threshold
+    assert outcome["refusal"]["reasons"] == [f"dense_top1 {outcome['refusal']['score']:.3f} fails >= {gate.threshold:.3f}"]
+    assert retriever.invoke(UNRELATED) == []
+    passed = retriever.invoke(COVERED)
+    assert passed and all(document.metadata["score"] >= gate.threshold for document in passed)
+    assert passed[0].metadata["chunk_id"].startswith("advanced/response-cookies.md#")
+    assert {document.metadata["ragcal_action"] for document in passed} == {"answer"}
+
+
+def test_the_compressor_in_a_contextual_compression_retriever(fitted):
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+
+    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    store = fitted.store
+    compressor = GateCompressor(store=store, gate=path)
+    retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=ScoredRetriever(store=store, k=100))
+    assert retriever.invoke(UNRELATED) == []
+    assert compressor.last_refusal["message"] and compressor.last_decision.action == "refuse"
+    kept = retriever.invoke(COVERED)
+    direct = GatedRetriever(store=store, gate=path).invoke(COVERED)
+    assert [document.id for document in kept] == [document.id for document in direct]
+    assert compressor.last_refusal is None
+    bare = store.store.similarity_search(COVERED, k=3)  # documents without their scores
+    with pytest.raises(ValueError, match=r"3 of 3 documents carry no metadata\['score'\]"):
+        compressor.compress_documents(bare, COVERED)
+
+
+def test_ragcal_ask_refuses_a_gate_fitted_through_a_store(fitted, fastapi_index):
+    with pytest.raises(GateFileError, match="fitted on the scores of langchain FAISS .* ragcal own index"):
+        load_gate(fitted.path, index=fastapi_index)
+
+
+def test_store_gate_needs_a_gate_on_the_store_view(fitted, tmp_path):
+    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    bm25 = fit_gate(
+        table.assign(bm25_top1_stopwords=table["dense_top1"]), "threshold", "keep@0.9", signal="bm25_top1_stopwords"
+    )
+    other = save_gate(tmp_path / "bm25.json", bm25, provenance=config)
+    with pytest.raises(GateFileError, match=r"reads the view\(s\) \['bm25_stopwords'\], but LangChain FAISS gives one"):
+        StoreGate(other, fitted.store)
+
+
+def test_importing_ragcal_loads_no_framework_and_a_missing_one_names_its_extra():
+    frameworks = ("langchain_core", "langchain_community", "llama_index", "haystack", "chromadb")
+    code = (
+        "import sys, ragcal, ragcal.integrations, ragcal.integrations.common, ragcal.gates, ragcal.retrieval\n"
+        "from ragcal import fit_gate, ask, score_table\n"
+        f"print([name for name in {frameworks!r} if name in sys.modules])"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+    code = "import sys; sys.modules['langchain_core'] = None\nimport ragcal.integrations.langchain"
+    failed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert failed.returncode == 1
+    assert "ragcal.integrations.langchain needs LangChain" in failed.stderr
+    assert "pip install 'ragcal[langchain]'" in failed.stderr
