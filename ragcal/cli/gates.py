@@ -278,6 +278,11 @@ def run_fit_gate(args) -> None:
     if "judge" in gate.retrievers and "judge" in (provenance or {}):
         fingerprint = provenance.get("judge_fingerprint")
         print(f"  judge: {provenance['judge']} ({fingerprint}; `ask` and `serve` need this very judge)")
+    if (provenance or {}).get("score_scale"):
+        print(
+            f"  store: {provenance.get('store')}, scores {provenance['score_scale']}: decide in front of that store "
+            f"with ragcal.integrations.{provenance.get('framework')} (`ask` and `serve` refuse this gate)"
+        )
     print("answered per slice (in-sample: fitted and scored on the same queries):")
     for row in answered.itertuples():
         print(f"  {row.slice:<20} {row.share:6.1%}  ({row.k}/{row.n})  [{row.low:.1%}, {row.high:.1%}]")

@@ -239,7 +239,11 @@ def run_score_store(args) -> None:
     framework = given[0]
     depth = check_int(args.store_depth, "--store-depth", "ragcal score", low=1)
     queries = load_queries(args.queries)  # a bad query file fails before the user's store is built
-    retriever = store_retriever(framework, load_factory(getattr(args, framework), option=f"--{framework}"))
+    spec = getattr(args, framework)
+    try:
+        retriever = store_retriever(framework, load_factory(spec, option=f"--{framework}"))
+    except TypeError as error:  # the function returned something the adapter cannot read
+        raise ValueError(f"--{framework} {spec}: {error}") from None
     table, config, retrieved = score_store(queries, retriever, k=depth)
     config.update(queries=str(args.queries), queries_sha256=sha256_file(args.queries), factory=getattr(args, framework))
     write_score_table(args.out, table, config=config)

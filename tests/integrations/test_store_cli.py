@@ -1,0 +1,106 @@
+"""``ragcal score --langchain module:function`` and ``fit-gate`` on its table: a real LangChain FAISS store."""
+
+import json
+import textwrap
+
+import pytest
+
+from ragcal.cli import main
+from ragcal.datasets import FASTAPI_QUERIES
+from ragcal.integrations.common import StoreGate
+import pandas as pd
+
+from ragcal.score_tables import read_provenance
+
+FACTORY = """
+import warnings
+
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE
+from ragcal.integrations.langchain import LangChainStore, RagcalEmbeddings, documents_from_chunks
+from ragcal.retrieval.index import chunk_corpus
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from langchain_community.vectorstores import FAISS
+    from langchain_community.vectorstores.utils import DistanceStrategy
+
+PAGES = ("advanced/response-cookies.md", "tutorial/cookie-params.md", "tutorial/cors.md")
+
+
+def documents():
+    _, chunks, _ = chunk_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
+    return documents_from_chunks([chunk for chunk in chunks if chunk.doc_path in PAGES])
+
+
+def cosine():
+    return FAISS.from_documents(documents(), RagcalEmbeddings(), distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+
+
+def squared_l2():
+    return FAISS.from_documents(documents(), RagcalEmbeddings())
+
+
+def relevance():
+    return LangChainStore(squared_l2(), scores="relevance")
+
+
+def not_a_store():
+    return 42
+"""
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    (tmp_path / "my_langchain_store.py").write_text(textwrap.dedent(FACTORY), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+def test_score_through_a_store_then_fit_a_gate_it_accepts(folder, capsys):
+    out = folder / "scores.csv"
+    code = main(["score", str(FASTAPI_QUERIES), "--langchain", "my_langchain_store:cosine", "--out", str(out),
+                 "--store-depth", "20"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "through LangChain FAISS" in printed
+    assert "score scale: langchain FAISS similarity_search_with_score (MAX_INNER_PRODUCT)" in printed
+    table = pd.read_csv(out)
+    assert len(table) == 189 and {"dense_top1", "dense_gap", "dense_top10_mean"} <= set(table.columns)
+    assert not {"bm25_top1_raw", "rrf_top1"} & set(table.columns)  # the store gives one ranked list
+    provenance = read_provenance(out)
+    assert provenance["store_depth"] == 20 and provenance["factory"] == "my_langchain_store:cosine"
+    assert provenance["queries_sha256"]
+    assert main(["fit-gate", str(out), "--out", "gate.json", "--rule", "keep@0.9"]) == 0
+    printed = capsys.readouterr().out
+    assert "decide in front of that store with ragcal.integrations.langchain" in printed
+    document = json.loads((folder / "gate.json").read_text())
+    assert document["provenance"]["score_scale"] == provenance["score_scale"]
+    from my_langchain_store import cosine, relevance
+
+    from ragcal.integrations.langchain import LangChainStore
+
+    assert StoreGate(folder / "gate.json", LangChainStore(cosine())).depth == 20
+    with pytest.raises(ValueError, match="relevance_scores"):
+        StoreGate(folder / "gate.json", relevance())
+
+
+def test_distances_a_bad_factory_and_a_corpus_are_refused_in_one_line(folder, capsys):
+    def error(*arguments):
+        assert main(["score", str(FASTAPI_QUERIES), "--out", "s.csv", *arguments]) == 2
+        message = capsys.readouterr().err
+        assert message.startswith("ragcal: error: ") and message.count("\n") == 1
+        return message
+
+    assert "LangChain FAISS: scores rise down the ranked list" in error("--langchain", "my_langchain_store:squared_l2")
+    assert "scores='relevance'" in error("--langchain", "my_langchain_store:squared_l2")
+    assert "expected module:function" in error("--langchain", "my_langchain_store")
+    assert "cannot import 'no_such_module'" in error("--langchain", "no_such_module:build")
+    assert "has no function 'missing'" in error("--langchain", "my_langchain_store:missing")
+    assert "LangChainStore needs a LangChain VectorStore" in error("--langchain", "my_langchain_store:not_a_store")
+    assert "--corpus cannot be used with --langchain" in error("--langchain", "my_langchain_store:cosine",
+                                                               "--corpus", str(folder))  # fmt: skip
+    assert "one store at a time" in error("--langchain", "a:b", "--haystack", "c:d")
+    assert not (folder / "s.csv").exists()
+    assert main(["score", str(FASTAPI_QUERIES), "--langchain", "my_langchain_store:relevance", "--out", "r.csv"]) == 0
+    assert "relevance_scores (EUCLIDEAN_DISTANCE)" in read_provenance(folder / "r.csv")["score_scale"]
