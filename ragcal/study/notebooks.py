@@ -50,6 +50,7 @@ NOTEBOOKS = (
     "09_review_and_monitor",
     "10_benchmarks",
     "11_judge",
+    "12_frameworks",
 )
 #: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
 COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")

@@ -43,6 +43,8 @@ CASES = {
         ["training_curves", "roc", "judge_distributions", "risk_coverage"],
         4,
     ),
+    # LangChain's FAISS store on the FastAPI docs: certified through the store, then a chain.
+    "12_frameworks": ({}, ["langchain_scores"], 1),
 }
 
 
