@@ -120,6 +120,40 @@ QUERIES = """\
     u2,How do I file my income tax return?,false,unrelated,
     u3,Who won the 1998 football World Cup?,false,unrelated,
     """
+# Each framework's own in-process store over the three-page corpus, scored through ragcal's adapter, a gate fitted
+# on the store's scores, and the framework's own gate object deciding: run in the floors' venv by framework_gates.
+FRAMEWORK_SCRIPT = """\
+import json
+
+from ragcal.gates import fit_gate, save_gate
+from ragcal.integrations.common import score_store
+from ragcal.queries import load_queries
+from ragcal.retrieval.index import chunk_corpus
+
+_, chunks, _ = chunk_corpus("corpus")
+queries = load_queries("queries.csv")
+asked = (ANSWERABLE, UNRELATED)
+answered = {}
+
+
+def fitted(adapter, name):
+    table, config, _ = score_store(queries, adapter, k=5)
+    gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+    return save_gate(f"{name}.json", gate, rule="keep@0.95", provenance=config)
+
+
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from ragcal.integrations.langchain import GatedRetriever, LangChainStore, RagcalEmbeddings, documents_from_chunks
+
+store = InMemoryVectorStore(RagcalEmbeddings())
+store.add_documents(documents_from_chunks(chunks))
+adapter = LangChainStore(store)
+retriever = GatedRetriever(store=adapter, gate=fitted(adapter, "langchain"))
+answered["langchain"] = [retriever.decide(question)["refusal"] is None for question in asked]
+
+print(json.dumps(answered))
+"""
 ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
 UNRELATED_QUESTION = "What is the capital of Mongolia?"
 
@@ -128,14 +162,20 @@ class JobFailed(Exception):
     """One step of the job failed; the message says which and shows its output."""
 
 
-def floor_constraints(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[str]:
-    """``[project].dependencies`` as pins at their floors: ``numpy>=2.0`` -> ``numpy==2.0``.
+#: The optional extras installed (at their floors) with the wheel: the framework integrations, used by
+#: :meth:`Job.framework_gates` and by the README's snippets.
+FRAMEWORK_EXTRAS = ("langchain", "llamaindex", "haystack")
+
+
+def floor_constraints(pyproject: Path = REPOSITORY / "pyproject.toml", *, extras=()) -> list[str]:
+    """``[project].dependencies`` (and those of ``extras``) as pins at their floors: ``numpy>=2.0`` -> ``numpy==2.0``.
 
     A dependency without a ``>=`` lower bound (or an ``==`` pin, kept as it is) has no floor to test, and is an
     error: every direct dependency must say the lowest version it works with. torch is left out: it is held at
     :data:`TORCH` (any other build is a multi-GB CUDA download here), so its floor is the one not tested.
     """
-    dependencies = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    dependencies = [*project["dependencies"], *(line for extra in extras for line in project["optional-dependencies"][extra])]
     pins = []
     for line in dependencies:
         requirement = Requirement(line)
@@ -148,7 +188,8 @@ def floor_constraints(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[s
 
 
 def direct_dependency_names(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[str]:
-    dependencies = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    dependencies = [*project["dependencies"], *(line for x in FRAMEWORK_EXTRAS for line in project["optional-dependencies"][x])]
     return [canonicalize_name(Requirement(line).name) for line in dependencies]
 
 
@@ -283,7 +324,7 @@ class Job:
              self.root / "dist", source])  # fmt: skip
         wheel = next((self.root / "dist").glob("ragcal-*.whl"))
         run([sys.executable, "-m", "venv", "--without-pip", self.venv])
-        floors = [] if self.newest else floor_constraints()
+        floors = [] if self.newest else floor_constraints(extras=FRAMEWORK_EXTRAS)
         constraints = self.root / "constraints.txt"
         constraints.write_text("\n".join([TORCH, *floors]) + "\n")
         # --no-compile: compiling every file of torch took longer than the rest of the install; Python compiles
@@ -293,7 +334,8 @@ class Job:
         self.say(
             "installing the wheel " + ("at the floors: " + ", ".join(floors) if floors else "at the newest releases")
         )
-        self.pip("install", "--no-compile", "-c", constraints, wheel)  # not -q: a conflict's cause is in the output
+        with_extras = f"{wheel}[{','.join(FRAMEWORK_EXTRAS)}]"
+        self.pip("install", "--no-compile", "-c", constraints, with_extras)  # not -q: a conflict's cause is in the output
         self.report_versions()
 
     def report_versions(self) -> None:
@@ -359,6 +401,17 @@ class Job:
                 raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
         self.judge_pipeline(folder, command)
 
+    def framework_gates(self) -> None:
+        """Each framework's own store and gate object at the extras' floors: answer the answerable, refuse the unrelated."""
+        self.say("a gate fitted through each framework's own store decides inside that framework")
+        code = f"ANSWERABLE, UNRELATED = {ANSWERABLE_QUESTION!r}, {UNRELATED_QUESTION!r}\n" + FRAMEWORK_SCRIPT
+        printed = self.python_in_work(code, self.work / "cli").stdout
+        answered = json.loads(printed.strip().splitlines()[-1])
+        self.say(f"    answered (answerable, unrelated): {answered}")
+        wrong = {name: pair for name, pair in answered.items() if pair != [True, False]}
+        if wrong or set(answered) != set(FRAMEWORK_EXTRAS):
+            raise JobFailed(f"framework gates decided {answered}; expected [True, False] for each of {FRAMEWORK_EXTRAS}")
+
     def judge_pipeline(self, folder: Path, command) -> None:
         """``train-judge`` from a tiny cross-encoder on half the questions, ``score --judge`` on the other half."""
         self.say("ragcal train-judge -> score --judge, from a tiny cross-encoder")
@@ -392,6 +445,7 @@ def main(argv=None) -> int:
         job.check_the_wheel_is_imported()
         job.readme_snippets()
         job.cli_pipeline()
+        job.framework_gates()
     except JobFailed as failure:
         job.say(f"FAILED: {failure}")
         return 1
