@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 
 from ragcal.datasets import FASTAPI_QUERIES
-from ragcal.gates import ask, fit_gate, load_gate, save_gate
+from ragcal.gates import ask, certify_threshold_gate, fit_gate, load_gate, save_gate, support_levels
+from ragcal.gates.support import support_inputs
+from ragcal.study.notebooks import RESULTS_DIR
 from ragcal.gates.files import GateFileError
 from ragcal.integrations.common import Hit, StoreGate, StoreScoreError, score_store
 from ragcal.queries import load_queries
@@ -67,14 +69,17 @@ def small_chunks(fastapi_index):
 @pytest.fixture(scope="module")
 def fitted(cosine_store, queries, tmp_path_factory):
     """A keep@0.95 threshold gate fitted through the FAISS store, saved with the store's provenance."""
-    table, config, _ = score_store(queries, LangChainStore(cosine_store))
+    table, config, retrieved = score_store(queries, LangChainStore(cosine_store))
     gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
     path = save_gate(tmp_path_factory.mktemp("gate") / "gate.json", gate, rule="keep@0.95", provenance=config)
-    return SimpleNamespace(table=table, config=config, gate=gate, path=path, store=LangChainStore(cosine_store))
+    return SimpleNamespace(
+        table=table, config=config, gate=gate, path=path, store=LangChainStore(cosine_store), retrieved=retrieved
+    )
 
 
 def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(fastapi_index, queries, fitted):
     table, config, store_gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    retrieved = fitted.retrieved
     own = score_table(queries, fastapi_index.retrieve(queries["query"]))
     # Same vectors, same metric, same float32 inner product: the same number, question by question.
     np.testing.assert_array_equal(table["dense_top1"].to_numpy(), own["dense_top1"].to_numpy())
@@ -91,6 +96,11 @@ def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(
     assert [(outcome["refusal"] is None) for outcome in outcomes] == [decision.answered for decision in decisions]
     for outcome, decision in zip(outcomes, decisions):
         assert [document.id for document in outcome["documents"]] == [chunk_id for chunk_id, _ in decision.passages]
+    # Certified through the store: the very threshold make reproduce certified on ragcal's own scores.
+    results, gold = support_inputs(queries, retrieved)
+    certified, _ = certify_threshold_gate(table, "dense_top1", ["risk_guarantee@0.2"], support=support_levels(results, gold, "dense"))
+    committed = json.loads((RESULTS_DIR / "fastapi" / "gates" / "threshold_risk_guarantee02.json").read_text())
+    assert certified.threshold == committed["gate"]["threshold"]
 
 
 def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, small_chunks, embeddings, tmp_path):
