@@ -12,9 +12,9 @@ Two pieces, each a LlamaIndex class or usable where LlamaIndex takes one:
   passes on, or none on refusal. A query engine whose synthesizer takes
   :attr:`GatePostprocessor.empty_response` as its ``empty_response`` then
   answers a refused question with that sentence instead of LlamaIndex's
-  hard-coded "Empty Response"; the refusal of that very question (what was
-  looked at, the closest passages, the reasons, the score) is
-  :attr:`GatePostprocessor.last_refusal`.
+  "Empty Response" (not every synthesizer takes it: see the class); the
+  refusal of that very question (what was looked at, the closest passages,
+  the reasons, the score) is :attr:`GatePostprocessor.last_refusal`.
 
 Every node needs its chunk id (``<page>#<n>``, the ids of the labeled set's
 gold pages) in ``metadata[id_key]`` or as its ``id_``. :class:`RagcalEmbedding`
@@ -32,9 +32,10 @@ vectors are ragcal's).
     gate = GatePostprocessor(store=adapter, gate="gate.json")
     engine = RetrieverQueryEngine(
         index.as_retriever(similarity_top_k=gate.depth),
-        response_synthesizer=CompactAndRefine(llm=llm, empty_response=gate.empty_response),
+        response_synthesizer=ContextOnly(llm=llm, empty_response=gate.empty_response),
         node_postprocessors=[gate],
     )
+    response = engine.query(question)   # no source nodes: refused, and gate.last_refusal says why
 """
 
 from __future__ import annotations
@@ -43,23 +44,22 @@ from .common import require
 
 require("llamaindex")
 
-import asyncio  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any
 
-from llama_index.core.embeddings import BaseEmbedding  # noqa: E402
-from llama_index.core.bridge.pydantic import Field, PrivateAttr  # noqa: E402
-from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
-from llama_index.core.vector_stores import SimpleVectorStore  # noqa: E402
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.embeddings import BaseEmbedding
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.vector_stores import SimpleVectorStore
 
-from .common import Hit, StoreGate, StoreRetriever, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, refusal_of, score_store
 
 __all__ = [
+    "REFUSAL_TEXT",
+    "GatePostprocessor",
+    "LlamaIndexStore",
     "RagcalEmbedding",
     "nodes_from_chunks",
-    "LlamaIndexStore",
-    "GatePostprocessor",
-    "REFUSAL_TEXT",
     "score_store",
 ]
 
@@ -130,14 +130,16 @@ class RagcalEmbedding(BaseEmbedding):
     def _get_query_embedding(self, query: str) -> list[float]:
         return self._get_text_embeddings([query])[0]
 
+    # Async calls encode in the caller's thread: ragcal's embedding cache (SQLite) is used by the thread that
+    # opened it, and the model is CPU-bound, so another thread would buy nothing.
     async def _aget_text_embedding(self, text: str) -> list[float]:
-        return await asyncio.to_thread(self._get_text_embedding, text)
+        return self._get_text_embedding(text)
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return await asyncio.to_thread(self._get_text_embeddings, texts)
+        return self._get_text_embeddings(texts)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
-        return await asyncio.to_thread(self._get_query_embedding, query)
+        return self._get_query_embedding(query)
 
 
 def nodes_from_chunks(chunks, *, id_key: str = "chunk_id") -> list[TextNode]:
@@ -197,8 +199,16 @@ class LlamaIndexStore(StoreRetriever):
 
     framework = "llamaindex"
 
-    def __init__(self, source, *, embed_model=None, id_key: str = "chunk_id", metric: str | None = None,
-                 retriever_kwargs: dict | None = None, name: str = "dense"):
+    def __init__(
+        self,
+        source,
+        *,
+        embed_model=None,
+        id_key: str = "chunk_id",
+        metric: str | None = None,
+        retriever_kwargs: dict | None = None,
+        name: str = "dense",
+    ):
         if hasattr(source, "retrieve"):
             self.retriever, self.index = source, None
             kind = type(source).__name__
@@ -287,11 +297,15 @@ class GatePostprocessor(BaseNodePostprocessor):
         The gate file; refused if fitted on another score scale.
     empty_response : str, default=REFUSAL_TEXT
         The sentence a query engine should answer with on refusal: pass it as
-        the synthesizer's ``empty_response`` (``CompactAndRefine(llm=...,
-        empty_response=gate.empty_response)``), which LlamaIndex returns when
-        no node is left. It is fixed, as LlamaIndex fixes it when the
-        synthesizer is built; the message for the question just refused is
-        ``last_refusal["message"]``.
+        the synthesizer's ``empty_response``, which LlamaIndex returns when no
+        node is left. It is one fixed sentence, as LlamaIndex fixes
+        ``empty_response`` when the synthesizer is built; the message for the
+        question just refused (what was looked at, the closest passages) is
+        ``last_refusal["message"]``. In llama-index-core 0.14 the parameter
+        belongs to ``BaseSynthesizer``: ``ContextOnly`` and ``NoText`` take
+        it, but ``CompactAndRefine``, ``Refine``, ``TreeSummarize``,
+        ``SimpleSummarize``, ``Accumulate`` and ``Generation`` do not pass it
+        on, and answer a refusal with "Empty Response" and no source nodes.
 
     Each node passed on is a copy with ``ragcal_action`` (answer or hedge)
     and, when hedging, ``ragcal_message`` in its metadata (kept out of the
@@ -307,8 +321,11 @@ class GatePostprocessor(BaseNodePostprocessor):
     _bound: StoreGate = PrivateAttr()
     _last: Any = PrivateAttr(default=None)
 
-    def model_post_init(self, context: Any) -> None:
-        self._bound = self.gate if isinstance(self.gate, StoreGate) else StoreGate(self.gate, self.store)
+    def __init__(self, *, store, gate, **kwargs):
+        # Bound before pydantic validates, so that a refused gate file raises its GateFileError as it is.
+        bound = gate if isinstance(gate, StoreGate) else StoreGate(gate, store)
+        super().__init__(store=store, gate=gate, **kwargs)
+        self._bound = bound
 
     @classmethod
     def class_name(cls) -> str:
@@ -329,7 +346,9 @@ class GatePostprocessor(BaseNodePostprocessor):
         """The last call's refusal (``message``, ``reasons``, ``score``, ...), None when it answered or before any."""
         return refusal_of(self._last) if self._last is not None else None
 
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         query = query_bundle.query_str if query_bundle is not None else None
         hits = [Hit(self.store.chunk_id(node), node.score, node) for node in nodes]
         decision, passed = self._bound.decide(query, hits)
