@@ -227,6 +227,9 @@ class LlamaIndexStore(StoreRetriever):
         self.retriever_kwargs = dict(retriever_kwargs or {})
         if self.retriever is not None and self.retriever_kwargs:
             raise ValueError("LlamaIndexStore: retriever_kwargs are for an index; a retriever is used as it was built")
+        mode = self.retriever_kwargs.get("vector_store_query_mode")
+        if mode is not None and str(getattr(mode, "value", mode)) != "default":
+            kind = f"{kind} {getattr(mode, 'value', mode)}"  # mmr, svm, hybrid, ...: another score than the metric's
         super().__init__(
             store_label=f"LlamaIndex {kind}",
             score_scale=f"llamaindex {kind}" + (f" ({metric})" if metric else ""),

@@ -173,6 +173,9 @@ def test_a_retriever_is_read_as_built_and_must_return_enough(index):
         adapter.hits(COVERED, 10)
     with pytest.raises(ValueError, match="retriever_kwargs are for an index"):
         LlamaIndexStore(index.as_retriever(), retriever_kwargs={"filters": None})
+    assert LlamaIndexStore(index, retriever_kwargs={"vector_store_query_mode": "mmr"}).score_scale == (
+        "llamaindex SimpleVectorStore mmr (cosine)"
+    )
     with pytest.raises(TypeError, match="LlamaIndexStore needs a LlamaIndex retriever .* got list"):
         LlamaIndexStore([])
 
