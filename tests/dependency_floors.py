@@ -152,6 +152,19 @@ adapter = LangChainStore(store)
 retriever = GatedRetriever(store=adapter, gate=fitted(adapter, "langchain"))
 answered["langchain"] = [retriever.decide(question)["refusal"] is None for question in asked]
 
+from llama_index.core import VectorStoreIndex
+
+from ragcal.integrations.llamaindex import GatePostprocessor, LlamaIndexStore, RagcalEmbedding, nodes_from_chunks
+
+embed_model = RagcalEmbedding()
+index = VectorStoreIndex(nodes_from_chunks(chunks), embed_model=embed_model)
+adapter = LlamaIndexStore(index, embed_model=embed_model)
+postprocessor = GatePostprocessor(store=adapter, gate=fitted(adapter, "llamaindex"))
+retriever = index.as_retriever(similarity_top_k=postprocessor.depth)
+answered["llamaindex"] = [
+    bool(postprocessor.postprocess_nodes(retriever.retrieve(question), query_str=question)) for question in asked
+]
+
 print(json.dumps(answered))
 """
 ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
