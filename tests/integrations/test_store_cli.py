@@ -60,7 +60,7 @@ def folder(tmp_path, monkeypatch):
 def test_score_through_a_store_then_fit_a_gate_it_accepts(folder, capsys):
     out = folder / "scores.csv"
     code = main(["score", str(FASTAPI_QUERIES), "--langchain", "my_langchain_store:cosine", "--out", str(out),
-                 "--store-depth", "20"])  # fmt: skip
+                 "--store-depth", "20", "--runs", "runs"])  # fmt: skip
     printed = capsys.readouterr().out
     assert code == 0
     assert "through LangChain FAISS" in printed
@@ -76,6 +76,11 @@ def test_score_through_a_store_then_fit_a_gate_it_accepts(folder, capsys):
     assert "decide in front of that store with ragcal.integrations.langchain" in printed
     document = json.loads((folder / "gate.json").read_text())
     assert document["provenance"]["score_scale"] == provenance["score_scale"]
+    # Certified from the store's own runs: the support of each answer comes from the passages the store returned.
+    assert main(["fit-gate", str(out), "--out", "certified.json", "--rule", "risk_guarantee@0.3", "--runs", "runs",
+                 "--queries", str(FASTAPI_QUERIES)]) == 0  # fmt: skip
+    assert "Learn-then-Test: risk_guarantee@0.3" in capsys.readouterr().out
+    assert (folder / "runs" / "dense.run").is_file()
     from my_langchain_store import cosine, relevance
 
     from ragcal.integrations.langchain import LangChainStore
