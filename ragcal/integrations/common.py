@@ -148,8 +148,7 @@ class StoreRetriever:
         if missing:
             raise StoreScoreError(
                 f"{self.store_label} returned no score for {len(missing)} of {len(hits)} documents{asked}, "
-                f"e.g. {missing[0]!r}; a gate compares scores, so it needs them: retrieve with the store's scored "
-                "search (the adapters in ragcal.integrations do), or a retriever that keeps each document's score"
+                f"e.g. {missing[0]!r}; a gate compares scores, so it needs them: {self.missing_score_advice()}"
             )
         if np.any(np.diff(scores) > 1e-9):
             raise StoreScoreError(
@@ -162,6 +161,10 @@ class StoreRetriever:
     def distance_advice(self) -> str:
         """What to do when the store returns distances (each framework module says it in its own terms)."""
         return "Read the store's relevance scores instead, or build it with a similarity metric (cosine)."
+
+    def missing_score_advice(self) -> str:
+        """What to do when the store returns documents without a score (each framework module may say it its way)."""
+        return "retrieve with the store's scored search, or a retriever that keeps each document's score"
 
     def search(self, queries, *, k: int) -> list[RetrievalResult]:
         """One checked result per query; refuses a score that is the same for every document of every query."""

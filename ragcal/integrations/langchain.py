@@ -134,8 +134,16 @@ class LangChainStore(StoreRetriever):
 
     framework = "langchain"
 
-    def __init__(self, store, *, scores: str = "raw", id_key: str = "chunk_id", metric: str | None = None,
-                 search_kwargs: dict | None = None, name: str = "dense"):
+    def __init__(
+        self,
+        store,
+        *,
+        scores: str = "raw",
+        id_key: str = "chunk_id",
+        metric: str | None = None,
+        search_kwargs: dict | None = None,
+        name: str = "dense",
+    ):
         from .._params import check_choice
 
         check_choice(scores, "scores", "LangChainStore", SCORES)

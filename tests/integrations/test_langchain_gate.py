@@ -4,23 +4,23 @@ Real LangChain objects throughout, on the bundled FastAPI docs embedded with rag
 """
 
 import json
-from types import SimpleNamespace
 import math
 import subprocess
 import sys
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from ragcal.datasets import FASTAPI_QUERIES
 from ragcal.gates import ask, certify_threshold_gate, fit_gate, load_gate, save_gate, support_levels
-from ragcal.gates.support import support_inputs
-from ragcal.study.notebooks import RESULTS_DIR
 from ragcal.gates.files import GateFileError
+from ragcal.gates.support import support_inputs
 from ragcal.integrations.common import Hit, StoreGate, StoreScoreError, score_store
 from ragcal.queries import load_queries
 from ragcal.scoring import score_table
+from ragcal.study.notebooks import RESULTS_DIR
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community announces its own sunset on import
@@ -41,7 +41,12 @@ from ragcal.integrations.langchain import (
 
 UNRELATED = "What is the boiling point of water at the top of Mount Everest?"
 COVERED = "How do I set a cookie on the response?"
-PAGES = ("advanced/response-cookies.md", "tutorial/cors.md", "tutorial/background-tasks.md", "tutorial/cookie-params.md")
+PAGES = (
+    "advanced/response-cookies.md",
+    "tutorial/cors.md",
+    "tutorial/background-tasks.md",
+    "tutorial/cookie-params.md",
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,20 +103,25 @@ def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(
         assert [document.id for document in outcome["documents"]] == [chunk_id for chunk_id, _ in decision.passages]
     # Certified through the store: the very threshold make reproduce certified on ragcal's own scores.
     results, gold = support_inputs(queries, retrieved)
-    certified, _ = certify_threshold_gate(table, "dense_top1", ["risk_guarantee@0.2"], support=support_levels(results, gold, "dense"))
+    certified, _ = certify_threshold_gate(
+        table, "dense_top1", ["risk_guarantee@0.2"], support=support_levels(results, gold, "dense")
+    )
     committed = json.loads((RESULTS_DIR / "fastapi" / "gates" / "threshold_risk_guarantee02.json").read_text())
     assert certified.threshold == committed["gate"]["threshold"]
 
 
 def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, small_chunks, embeddings, tmp_path):
-    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    config, gate, path = fitted.config, fitted.gate, fitted.path
     own_provenance = {key: value for key, value in config.items() if key not in ("score_scale", "store")}
     own = save_gate(tmp_path / "own.json", gate, provenance=own_provenance)
     l2 = FAISS.from_documents(documents_from_chunks(small_chunks), embeddings)
     with pytest.raises(GateFileError, match="ragcal's own index .* returns langchain FAISS"):
         GatedRetriever(store=LangChainStore(l2, scores="relevance"), gate=own)
-    with pytest.raises(GateFileError, match=r"fitted on the scores of langchain FAISS similarity_search_with_score "
-                                            r"\(MAX_INNER_PRODUCT\), but LangChain FAISS returns .*relevance_scores"):
+    with pytest.raises(
+        GateFileError,
+        match=r"fitted on the scores of langchain FAISS similarity_search_with_score "
+        r"\(MAX_INNER_PRODUCT\), but LangChain FAISS returns .*relevance_scores",
+    ):
         GatedRetriever(store=LangChainStore(l2, scores="relevance"), gate=path)
     # ragcal ask's own check refuses the store's gate too: its scale is not the index's.
     with pytest.raises(GateFileError, match="fitted on the scores of langchain FAISS"):
@@ -122,7 +132,9 @@ def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, s
 
 def test_faiss_default_distances_are_refused_and_its_relevance_is_another_scale(small_chunks, embeddings, queries):
     l2 = FAISS.from_documents(documents_from_chunks(small_chunks), embeddings)
-    with pytest.raises(StoreScoreError, match=r"LangChain FAISS: scores rise down the ranked list .*scores='relevance'"):
+    with pytest.raises(
+        StoreScoreError, match=r"LangChain FAISS: scores rise down the ranked list .*scores='relevance'"
+    ):
         score_store(queries.head(3), LangChainStore(l2))
     cosine = FAISS.from_documents(
         documents_from_chunks(small_chunks), embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT
@@ -190,7 +202,7 @@ def test_a_constant_score_and_a_missing_one_are_refused(small_chunks, queries):
 
 
 def test_a_chain_routes_on_the_refusal(fitted):
-    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    gate, path = fitted.gate, fitted.path
     retriever = GatedRetriever(store=fitted.store, gate=path)
     answer = RunnableLambda(lambda outcome: "From the docs: " + outcome["documents"][0].page_content[:60])
     chain = retriever.as_decision() | RunnableBranch(
@@ -202,7 +214,9 @@ def test_a_chain_routes_on_the_refusal(fitted):
     assert chain.invoke(COVERED).startswith("From the docs: ")
     outcome = retriever.decide(UNRELATED)
     assert outcome["documents"] == [] and outcome["refusal"]["score"] < gate.threshold
-    assert outcome["refusal"]["reasons"] == [f"dense_top1 {outcome['refusal']['score']:.3f} fails >= {gate.threshold:.3f}"]
+    assert outcome["refusal"]["reasons"] == [
+        f"dense_top1 {outcome['refusal']['score']:.3f} fails >= {gate.threshold:.3f}"
+    ]
     assert retriever.invoke(UNRELATED) == []
     passed = retriever.invoke(COVERED)
     assert passed and all(document.metadata["score"] >= gate.threshold for document in passed)
@@ -213,10 +227,12 @@ def test_a_chain_routes_on_the_refusal(fitted):
 def test_the_compressor_in_a_contextual_compression_retriever(fitted):
     from langchain_classic.retrievers import ContextualCompressionRetriever
 
-    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    path = fitted.path
     store = fitted.store
     compressor = GateCompressor(store=store, gate=path)
-    retriever = ContextualCompressionRetriever(base_compressor=compressor, base_retriever=ScoredRetriever(store=store, k=100))
+    retriever = ContextualCompressionRetriever(
+        base_compressor=compressor, base_retriever=ScoredRetriever(store=store, k=100)
+    )
     assert retriever.invoke(UNRELATED) == []
     assert compressor.last_refusal["message"] and compressor.last_decision.action == "refuse"
     kept = retriever.invoke(COVERED)
@@ -234,7 +250,7 @@ def test_ragcal_ask_refuses_a_gate_fitted_through_a_store(fitted, fastapi_index)
 
 
 def test_store_gate_needs_a_gate_on_the_store_view(fitted, tmp_path):
-    table, config, gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
+    table, config = fitted.table, fitted.config
     bm25 = fit_gate(
         table.assign(bm25_top1_stopwords=table["dense_top1"]), "threshold", "keep@0.9", signal="bm25_top1_stopwords"
     )

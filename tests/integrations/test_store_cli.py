@@ -3,13 +3,12 @@
 import json
 import textwrap
 
+import pandas as pd
 import pytest
 
 from ragcal.cli import main
 from ragcal.datasets import FASTAPI_QUERIES
 from ragcal.integrations.common import StoreGate
-import pandas as pd
-
 from ragcal.score_tables import read_provenance
 
 FACTORY = """
