@@ -83,7 +83,7 @@ class _RagcalEmbedder:
     def __init__(self, model: str | None = None, *, embedder=None, cache_dir=None, use_cache: bool = True):
         self.embedder = _load(model, embedder, cache_dir, use_cache)
         self.cache_dir = cache_dir
-        self.use_cache = use_cache
+        self.use_cache = bool(getattr(self.embedder, "use_cache", use_cache))
 
     @property
     def name(self) -> str:
@@ -215,8 +215,16 @@ class HaystackStore(StoreRetriever):
 
     framework = "haystack"
 
-    def __init__(self, retriever, *, text_embedder=None, id_key: str = "chunk_id", metric: str | None = None,
-                 filters: dict | None = None, name: str = "dense"):
+    def __init__(
+        self,
+        retriever,
+        *,
+        text_embedder=None,
+        id_key: str = "chunk_id",
+        metric: str | None = None,
+        filters: dict | None = None,
+        name: str = "dense",
+    ):
         run = getattr(retriever, "run", None)
         inputs = inspect.signature(run).parameters if callable(run) else {}
         kind = type(retriever).__name__
@@ -240,7 +248,8 @@ class HaystackStore(StoreRetriever):
         metric = metric or _setting(document_store, METRIC_KEYS if self.takes_embedding else ("bm25_algorithm",))
         metric = getattr(metric, "value", metric)  # a store's similarity may be an Enum
         scale_score = _setting(retriever, ("scale_score",))
-        details = [detail for detail in (metric, None if scale_score is None else f"scale_score={scale_score}") if detail]
+        details = [metric] if metric else []
+        details += [f"scale_score={scale_score}"] if scale_score is not None else []
         store_kind = f" on {type(document_store).__name__}" if document_store is not None else ""
         super().__init__(
             store_label=f"Haystack {kind}{store_kind}",

@@ -171,8 +171,10 @@ def test_store_refuses_what_it_cannot_calibrate(document_store, adapter, chunks)
     anonymous = Document(content="a page with no chunk id")  # Haystack gives it a hash of its content as id
     with pytest.raises(ValueError, match=r"no meta\['chunk_id'\] and only the id Haystack derives"):
         adapter.chunk_id(anonymous)
-    with pytest.raises(StoreScoreError, match="Haystack InMemoryEmbeddingRetriever on InMemoryDocumentStore returned "
-                       "no score for 1 of 2 documents"):
+    with pytest.raises(
+        StoreScoreError,
+        match="Haystack InMemoryEmbeddingRetriever on InMemoryDocumentStore returned no score for 1 of 2 documents",
+    ):
         adapter.result([Hit("a.md#0", 0.5), Hit("a.md#1", None)])
     with pytest.raises(StoreScoreError, match="distances.*embedding_similarity_function='cosine'"):
         adapter.result([Hit("a.md#0", 0.2), Hit("a.md#1", 0.7)])
@@ -188,7 +190,7 @@ def test_gate_component_refuses_documents_without_scores(adapter, fitted, docume
 
 
 def _pipeline(adapter, gate_path) -> Pipeline:
-    """question -> text embedder -> retriever -> gate -> router: a prompt on the answer branch, the message on the other."""
+    """question -> text embedder -> retriever -> gate -> router: a prompt when it answers, the message when not."""
     gate = GateComponent(gate_path, adapter)
     routes = [
         {"condition": "{{ refusal is none }}", "output": "{{ query }}", "output_name": "answer", "output_type": str},
@@ -248,7 +250,8 @@ def test_pipeline_routes_each_question_as_ragcal_decides(adapter, fitted, querie
 def test_gate_fitted_on_one_scale_is_refused_on_another(fitted, document_store, text_embedder, tmp_path):
     path, gate, _ = fitted
     scaled = HaystackStore(InMemoryEmbeddingRetriever(document_store, scale_score=True), text_embedder=text_embedder)
-    with pytest.raises(GateFileError, match=f"fitted on the scores of {re.escape(COSINE_SCALE)}.*returns {re.escape(SCALED_SCALE)}") as error:
+    both = f"fitted on the scores of {re.escape(COSINE_SCALE)}.*returns {re.escape(SCALED_SCALE)}"
+    with pytest.raises(GateFileError, match=both) as error:
         GateComponent(path, scaled)
     assert "fit the gate again" in str(error.value)
     own_index = save_gate(tmp_path / "own.json", gate, rule="keep@0.95", provenance={"model_fingerprint": "x"})
@@ -280,7 +283,7 @@ def test_gate_component_and_pipeline_serialize(adapter, fitted):
 
 def test_import_error_names_the_extra():
     script = "import sys; sys.modules['haystack'] = None; import ragcal.integrations.haystack"
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert completed.returncode == 1
     assert "ragcal.integrations.haystack needs Haystack" in completed.stderr
     assert "pip install 'ragcal[haystack]'" in completed.stderr
@@ -295,7 +298,9 @@ def test_full_fastapi_docs_scored_through_haystack_reproduce_ragcal_decisions(al
     index = build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
     queries = load_queries(FASTAPI_QUERIES, corpus_paths=index.doc_paths)
     document_store = InMemoryDocumentStore(embedding_similarity_function="cosine")
-    document_store.write_documents(RagcalDocumentEmbedder().run(documents=documents_from_chunks(all_chunks))["documents"])
+    document_store.write_documents(
+        RagcalDocumentEmbedder().run(documents=documents_from_chunks(all_chunks))["documents"]
+    )
     adapter = HaystackStore(InMemoryEmbeddingRetriever(document_store), text_embedder=text_embedder)
 
     table, config, _ = score_store(queries, adapter)
