@@ -347,12 +347,15 @@ class GateComponent:
 
     Notes
     -----
-    ``to_dict`` keeps the gate file's path and the store's retriever and text
-    embedder as Haystack serializes them; a document store's documents are not
-    part of that (the retriever in the pipeline gets its documents the same
-    way), and only the score scale of the rebuilt store is read. Loading a
-    pipeline with this component in Haystack 3 needs
-    ``Pipeline.from_dict(data, allowed_modules=["ragcal.*"])``.
+    ``to_dict`` keeps the gate file's path (as given: give an absolute one)
+    and the store's retriever and text embedder as Haystack serializes them.
+    A document store's documents are not part of that (an
+    ``InMemoryDocumentStore`` comes back on its ``index`` name: the same
+    shared store in the same process, an empty one in another); the component
+    reads only the rebuilt store's score scale and chunk ids, the documents
+    come from the pipeline's retriever. Loading a pipeline with this component
+    in Haystack 3 needs ``Pipeline.from_dict(data, allowed_modules=["ragcal.*"])``
+    (Haystack's deserialization allowlist).
     """
 
     def __init__(self, gate, store: HaystackStore):
