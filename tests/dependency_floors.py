@@ -165,6 +165,25 @@ answered["llamaindex"] = [
     bool(postprocessor.postprocess_nodes(retriever.retrieve(question), query_str=question)) for question in asked
 ]
 
+from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from ragcal.integrations.haystack import GateComponent, HaystackStore, RagcalDocumentEmbedder, RagcalTextEmbedder
+from ragcal.integrations.haystack import documents_from_chunks as haystack_documents
+
+document_store = InMemoryDocumentStore(embedding_similarity_function="cosine")
+document_store.write_documents(RagcalDocumentEmbedder().run(haystack_documents(chunks))["documents"])
+adapter = HaystackStore(InMemoryEmbeddingRetriever(document_store), text_embedder=RagcalTextEmbedder())
+gate = GateComponent(fitted(adapter, "haystack"), adapter)
+retriever, text_embedder = InMemoryEmbeddingRetriever(document_store, top_k=gate.depth), RagcalTextEmbedder()
+
+
+def retrieved(question):
+    return retriever.run(query_embedding=text_embedder.run(text=question)["embedding"])["documents"]
+
+
+answered["haystack"] = [gate.run(query=question, documents=retrieved(question))["refusal"] is None for question in asked]
+
 print(json.dumps(answered))
 """
 ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
