@@ -9,6 +9,7 @@ executed ``.ipynb``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
 from contextlib import contextmanager
@@ -52,6 +53,9 @@ NOTEBOOKS = (
     "11_judge",
     "12_frameworks",
 )
+#: The notebook of a gate inside LangChain; it runs only where LangChain's stores are installed (``ragcal[frameworks]``).
+FRAMEWORK_NOTEBOOK = "12_frameworks"
+FRAMEWORK_MODULES = ("langchain_core", "langchain_community")
 #: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
 COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")
 #: The notebook of an imported public benchmark (``ragcal reproduce --benchmark``), not run for the bundled corpora.
@@ -238,6 +242,11 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
     single = [
         name for name in NOTEBOOKS if name not in COMPARING_NOTEBOOKS and name not in (BENCHMARK_NOTEBOOK, JUDGE_NOTEBOOK)
     ]
+    missing = [module for module in FRAMEWORK_MODULES if importlib.util.find_spec(module) is None]
+    if missing:
+        single.remove(FRAMEWORK_NOTEBOOK)
+        log(f"{FRAMEWORK_NOTEBOOK} skipped: it needs LangChain's stores ({', '.join(missing)} not installed); "
+            "pip install 'ragcal[frameworks]'")  # fmt: skip
     execute_notebooks(names=single, output_dir=output_dir, parameters=folders, log=log)
     for spec in corpora[1:]:
         with tempfile.TemporaryDirectory() as scratch:
