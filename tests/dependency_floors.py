@@ -219,15 +219,21 @@ def floor_constraints(pyproject: Path = REPOSITORY / "pyproject.toml", *, extras
     return pins
 
 
-def direct_dependency_names(pyproject: Path = REPOSITORY / "pyproject.toml") -> list[str]:
+def direct_dependency_names(pyproject: Path = REPOSITORY / "pyproject.toml", *, extras=()) -> list[str]:
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    dependencies = [*project["dependencies"], *(line for x in FRAMEWORK_EXTRAS for line in project["optional-dependencies"][x])]
+    dependencies = [*project["dependencies"], *(line for extra in extras for line in project["optional-dependencies"][extra])]
     return [canonicalize_name(Requirement(line).name) for line in dependencies]
 
 
 def readme_snippets(readme: Path = REPOSITORY / "README.md") -> list[str]:
     """The ```python fenced blocks of the README, in order."""
     return re.findall(r"^```python\n(.*?)^```", readme.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+
+
+def imports_a_framework(snippet: str) -> bool:
+    """True when the snippet imports LangChain, LlamaIndex or Haystack (run after the extras are installed)."""
+    return bool(re.search(r"^\s*(from|import)\s+(langchain\w*|llama_index|haystack|ragcal\.integrations)\b",
+                          snippet, flags=re.MULTILINE))  # fmt: skip
 
 
 def needs_the_readers_things(snippet: str) -> list[str]:
@@ -356,7 +362,7 @@ class Job:
              self.root / "dist", source])  # fmt: skip
         wheel = next((self.root / "dist").glob("ragcal-*.whl"))
         run([sys.executable, "-m", "venv", "--without-pip", self.venv])
-        floors = [] if self.newest else floor_constraints(extras=FRAMEWORK_EXTRAS)
+        floors = [] if self.newest else floor_constraints()
         constraints = self.root / "constraints.txt"
         constraints.write_text("\n".join([TORCH, *floors]) + "\n")
         # --no-compile: compiling every file of torch took longer than the rest of the install; Python compiles
@@ -366,9 +372,31 @@ class Job:
         self.say(
             "installing the wheel " + ("at the floors: " + ", ".join(floors) if floors else "at the newest releases")
         )
-        with_extras = f"{wheel}[{','.join(FRAMEWORK_EXTRAS)}]"
-        self.pip("install", "--no-compile", "-c", constraints, with_extras)  # not -q: a conflict's cause is in the output
+        self.wheel = wheel
+        self.pip("install", "--no-compile", "-c", constraints, wheel)  # not -q: a conflict's cause is in the output
         self.report_versions()
+
+    def install_framework_extras(self) -> None:
+        """The framework extras at their own floors, after the core's steps: an extra's floor may need a newer core
+        dependency (llama-index-core 0.14.25 needs tqdm 4.66.1 and pyyaml 6.0.1), which pip then upgrades and
+        this prints."""
+        floors = [] if self.newest else floor_constraints(extras=FRAMEWORK_EXTRAS)[len(floor_constraints()) :]
+        constraints = self.root / "framework-constraints.txt"
+        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
+        before = self.installed()
+        self.say("installing the framework extras " + ("at their floors: " + ", ".join(floors) if floors else "newest"))
+        self.pip("install", "--no-compile", "-c", constraints, f"{self.wheel}[{','.join(FRAMEWORK_EXTRAS)}]")
+        after = self.installed()
+        for name in direct_dependency_names(extras=FRAMEWORK_EXTRAS):
+            if before.get(name) != after.get(name):
+                print(f"    {name}: {before.get(name) or '(not installed)'} -> {after.get(name)}")
+
+    def installed(self) -> dict:
+        versions = {}
+        for line in self.pip("list", "--format=freeze").stdout.splitlines():
+            name, _, version = line.partition("==")
+            versions[canonicalize_name(name)] = version
+        return versions
 
     def report_versions(self) -> None:
         installed = {}
@@ -389,9 +417,12 @@ class Job:
         if not where.startswith(str(self.venv)):
             raise JobFailed(f"ragcal was imported from {where}, not from the venv")
 
-    def readme_snippets(self) -> None:
+    def readme_snippets(self, *, frameworks: bool = False) -> None:
+        """The README's snippets that import no framework (``frameworks=False``), or those that do."""
         seed_embedding_cache(self.cache)
         for number, snippet in enumerate(readme_snippets(), start=1):
+            if imports_a_framework(snippet) != frameworks:
+                continue
             reasons = needs_the_readers_things(snippet)
             first_line = snippet.strip().splitlines()[0]
             if reasons:
@@ -477,6 +508,8 @@ def main(argv=None) -> int:
         job.check_the_wheel_is_imported()
         job.readme_snippets()
         job.cli_pipeline()
+        job.install_framework_extras()
+        job.readme_snippets(frameworks=True)
         job.framework_gates()
     except JobFailed as failure:
         job.say(f"FAILED: {failure}")

@@ -41,6 +41,7 @@ __all__ = [
     "refusal_of",
     "require",
     "score_store",
+    "store_score_log",
     "load_factory",
     "store_retriever",
 ]
@@ -195,8 +196,29 @@ def score_store(queries, retriever: StoreRetriever, *, k: int = DEFAULT_DEPTH):
 
     retrieved = retrieve_with({retriever.name: retriever}, queries["query"], k=k, diagnostics=False)
     table = score_table(queries, retrieved)
-    table = table.dropna(axis="columns", how="all")  # signals of other retrievers' statistics: NaN throughout
+    empty = [name for name in table.columns[4:] if table[name].isna().all()]  # need another retriever's statistics
+    table = table.drop(columns=empty)
     return table, {**retriever.config, "store_depth": int(k)}, retrieved
+
+
+def store_score_log(questions, retriever: StoreRetriever, *, ids=None, k: int = DEFAULT_DEPTH):
+    """Unlabeled questions through a store: a live score log (``id``, ``query``, signals) for ``ragcal monitor``.
+
+    The same signals as :func:`score_store`'s table, on the store's own
+    scores, so that :func:`ragcal.monitoring.monitor` compares live traffic
+    with the calibration table scored through the same store; write it with
+    ``to_csv`` or :func:`ragcal.score_tables.write_score_table`. Returns
+    ``(log, provenance config)``.
+    """
+    import pandas as pd
+
+    questions = [str(question) for question in questions]
+    ids = [f"q{position}" for position in range(len(questions))] if ids is None else [str(value) for value in ids]
+    if len(ids) != len(questions):
+        raise ValueError(f"store_score_log: {len(ids)} ids for {len(questions)} questions")
+    unlabeled = pd.DataFrame({"id": ids, "query": questions, "answerable": None, "slice": "live"})
+    table, config, _ = score_store(unlabeled, retriever, k=k)
+    return table.drop(columns=["answerable", "slice"]), config
 
 
 def refusal_of(decision) -> dict | None:

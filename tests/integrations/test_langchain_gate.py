@@ -273,3 +273,23 @@ def test_importing_ragcal_loads_no_framework_and_a_missing_one_names_its_extra()
     assert failed.returncode == 1
     assert "ragcal.integrations.langchain needs LangChain" in failed.stderr
     assert "pip install 'ragcal[langchain]'" in failed.stderr
+
+
+def test_a_live_log_through_the_store_feeds_monitor(fitted, fastapi_index):
+    from ragcal.datasets import FASTAPI_LIVE_QUERIES
+    from ragcal.integrations.common import store_score_log
+    from ragcal.monitoring import monitor
+
+    live = load_queries(FASTAPI_LIVE_QUERIES)
+    log, config = store_score_log(live["query"], fitted.store, ids=live["id"])
+    assert list(log.columns[:2]) == ["id", "query"] and "answerable" not in log.columns
+    assert config["score_scale"] == fitted.config["score_scale"]
+    # The same scores as ragcal's own index gives those questions.
+    own = fastapi_index.retrieve(live["query"])["dense"]
+    np.testing.assert_array_equal(log["dense_top1"].to_numpy(), [result.scores[0] for result in own])
+    report = monitor(fitted.gate, log, fitted.table, min_rows=20)
+    assert (report.n_live, report.n_calibration) == (44, 189)
+    row = report.signals.set_index("signal").loc["dense_top1"]
+    assert row["live_median"] == pytest.approx(log["dense_top1"].median())
+    with pytest.raises(ValueError, match="2 ids for 3 questions"):
+        store_score_log(["a", "b", "c"], fitted.store, ids=["x", "y"])
