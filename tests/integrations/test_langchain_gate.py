@@ -157,7 +157,7 @@ def test_faiss_default_distances_are_refused_and_its_relevance_is_another_scale(
 
 
 def test_chroma_cosine_distance_is_refused_and_its_relevance_is_cosine(small_chunks, embeddings, queries):
-    chromadb = pytest.importorskip("chromadb")
+    import chromadb
     from langchain_chroma import Chroma
 
     client = chromadb.EphemeralClient(chromadb.config.Settings(anonymized_telemetry=False))
