@@ -40,6 +40,7 @@ __all__ = [
     "StoreGate",
     "refusal_of",
     "require",
+    "ragcal_embedder",
     "score_store",
     "store_score_log",
     "load_factory",
@@ -109,19 +110,21 @@ class StoreRetriever:
         What identifies the scale of the scores: the framework, the store's
         class, how scores are read and the store's metric. Recorded as
         ``score_scale`` in the score table's provenance and the gate file.
-    model, model_fingerprint : str, default=None
-        The embedding model, when known (ragcal's embedders know their fingerprint).
+    embedding : object, default=None
+        The framework's embedding object the store was built with: its
+        ``name`` and ``fingerprint`` when it has them (ragcal's wrappers do),
+        else its class name as the model and no fingerprint.
     name : str, default="dense"
         The view the results fill; the ``dense_*`` signals read ``"dense"``.
     """
 
     framework = ""
 
-    def __init__(self, *, store_label: str, score_scale: str, model=None, model_fingerprint=None, name: str = VIEW):
+    def __init__(self, *, store_label: str, score_scale: str, embedding=None, name: str = VIEW):
         self.store_label = store_label
         self.score_scale = score_scale
-        self.model = model
-        self.model_fingerprint = model_fingerprint
+        self.model = getattr(embedding, "name", None) or (type(embedding).__name__ if embedding is not None else None)
+        self.model_fingerprint = getattr(embedding, "fingerprint", None)
         self.name = name
 
     def hits(self, query: str, k: int) -> list[Hit]:
@@ -180,6 +183,16 @@ class StoreRetriever:
                 "store's scored search instead"
             )
         return results
+
+
+def ragcal_embedder(model=None, *, embedder=None, cache_dir=None, use_cache: bool = True):
+    """What a framework wrapper puts ragcal's vectors behind: ``embedder`` itself, else ``load_embedder(model)``."""
+    if embedder is not None:
+        return embedder
+    from ..embedding import load_embedder
+
+    options = {"cache_dir": cache_dir, "use_cache": use_cache}
+    return load_embedder(model, **options) if model else load_embedder(**options)
 
 
 def score_store(queries, retriever: StoreRetriever, *, k: int = DEFAULT_DEPTH):

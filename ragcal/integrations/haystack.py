@@ -51,7 +51,7 @@ from haystack import Document, component, default_to_dict  # noqa: E402
 from haystack.core.errors import SerializationError  # noqa: E402
 from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name  # noqa: E402
 
-from .common import Hit, StoreGate, StoreRetriever, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store  # noqa: E402
 
 __all__ = [
     "RagcalTextEmbedder",
@@ -68,20 +68,11 @@ GENERATED_ID = re.compile(r"[0-9a-f]{64}")
 METRIC_KEYS = ("embedding_similarity_function", "similarity", "similarity_function", "distance", "metric")
 
 
-def _load(model, embedder, cache_dir, use_cache):
-    if embedder is not None:
-        return embedder
-    from ..embedding import load_embedder
-
-    options = {"cache_dir": cache_dir, "use_cache": use_cache}
-    return load_embedder(model, **options) if model else load_embedder(**options)
-
-
 class _RagcalEmbedder:
     """What the two embedder components share: ragcal's embedder, its name and fingerprint, and serialization."""
 
     def __init__(self, model: str | None = None, *, embedder=None, cache_dir=None, use_cache: bool = True):
-        self.embedder = _load(model, embedder, cache_dir, use_cache)
+        self.embedder = ragcal_embedder(model, embedder=embedder, cache_dir=cache_dir, use_cache=use_cache)
         self.cache_dir = cache_dir
         self.use_cache = bool(getattr(self.embedder, "use_cache", use_cache))
 
@@ -254,9 +245,7 @@ class HaystackStore(StoreRetriever):
         super().__init__(
             store_label=f"Haystack {kind}{store_kind}",
             score_scale=f"haystack {kind}" + (f" ({', '.join(details)})" if details else ""),
-            model=getattr(self.text_embedder, "name", None)
-            or (type(self.text_embedder).__name__ if self.text_embedder is not None else None),
-            model_fingerprint=getattr(self.text_embedder, "fingerprint", None),
+            embedding=self.text_embedder,
             name=name,
         )
 

@@ -50,7 +50,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
-from .common import Hit, StoreGate, StoreRetriever, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store  # noqa: E402
 
 __all__ = [
     "RagcalEmbeddings",
@@ -74,12 +74,7 @@ class RagcalEmbeddings(Embeddings):
     """
 
     def __init__(self, model: str | None = None, *, embedder=None, cache_dir=None, use_cache: bool = True):
-        if embedder is None:
-            from ..embedding import load_embedder
-
-            options = {"cache_dir": cache_dir, "use_cache": use_cache}
-            embedder = load_embedder(model, **options) if model else load_embedder(**options)
-        self.embedder = embedder
+        self.embedder = ragcal_embedder(model, embedder=embedder, cache_dir=cache_dir, use_cache=use_cache)
 
     @property
     def name(self) -> str:
@@ -161,12 +156,10 @@ class LangChainStore(StoreRetriever):
         strategy = getattr(store, "distance_strategy", None)
         metric = metric or (getattr(strategy, "value", None) or (str(strategy) if strategy is not None else None))
         method = "similarity_search_with_score" if scores == "raw" else "similarity_search_with_relevance_scores"
-        embeddings = getattr(store, "embeddings", None)
         super().__init__(
             store_label=f"LangChain {kind}",
             score_scale=f"langchain {kind} {method}" + (f" ({metric})" if metric else ""),
-            model=getattr(embeddings, "name", None) or (type(embeddings).__name__ if embeddings else None),
-            model_fingerprint=getattr(embeddings, "fingerprint", None),
+            embedding=getattr(store, "embeddings", None),
             name=name,
         )
 

@@ -52,7 +52,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
-from .common import Hit, StoreGate, StoreRetriever, refusal_of, score_store
+from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store
 
 __all__ = [
     "REFUSAL_TEXT",
@@ -99,11 +99,7 @@ class RagcalEmbedding(BaseEmbedding):
     embedder: Any = Field(default=None, exclude=True, description="ragcal's embedder (encode, fingerprint)")
 
     def __init__(self, model: str | None = None, *, embedder=None, cache_dir=None, use_cache: bool = True, **kwargs):
-        if embedder is None:
-            from ..embedding import load_embedder
-
-            options = {"cache_dir": cache_dir, "use_cache": use_cache}
-            embedder = load_embedder(model, **options) if model else load_embedder(**options)
+        embedder = ragcal_embedder(model, embedder=embedder, cache_dir=cache_dir, use_cache=use_cache)
         from ..embedding.protocol import embedder_name
 
         kwargs.setdefault("embed_batch_size", 64)
@@ -233,8 +229,7 @@ class LlamaIndexStore(StoreRetriever):
         super().__init__(
             store_label=f"LlamaIndex {kind}",
             score_scale=f"llamaindex {kind}" + (f" ({metric})" if metric else ""),
-            model=getattr(embed_model, "name", None) or (type(embed_model).__name__ if embed_model else None),
-            model_fingerprint=getattr(embed_model, "fingerprint", None),
+            embedding=embed_model,
             name=name,
         )
 
