@@ -131,6 +131,17 @@ class StoreRetriever:
         """The store's top ``k`` for ``query``, in the store's order."""
         raise NotImplementedError
 
+    def chunk_id_from(self, metadata, identifier, text, *, field="metadata", helper="documents_from_chunks") -> str:
+        """A document's chunk id: ``metadata[self.id_key]``, else ``identifier``; an error that says where to put it."""
+        value = (metadata or {}).get(self.id_key) or identifier
+        if not value:
+            raise ValueError(
+                f"{self.store_label}: a document has neither {field}[{self.id_key!r}] nor an id of its own, so its "
+                f"page cannot be matched to the labeled set's gold pages; store the chunk id (<page>#<n>) there "
+                f"({helper} does): {str(text)[:80]!r}"
+            )
+        return str(value)
+
     @property
     def config(self) -> dict:
         """Provenance of a score table scored through this store (read by ``fit-gate`` and :class:`StoreGate`)."""

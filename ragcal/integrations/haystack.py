@@ -259,14 +259,9 @@ class HaystackStore(StoreRetriever):
 
     def chunk_id(self, document) -> str:
         """The document's chunk id: ``meta[id_key]``, else its ``id`` unless Haystack generated it."""
-        value = (document.meta or {}).get(self.id_key) or document.id
-        if not value or GENERATED_ID.fullmatch(str(value)):
-            raise ValueError(
-                f"{self.store_label}: a document has no meta[{self.id_key!r}] and only the id Haystack derives from "
-                f"its content, so its page cannot be matched to the labeled set's gold pages; store the chunk id "
-                f"(<page>#<n>) there (documents_from_chunks does): {str(document.content)[:80]!r}"
-            )
-        return str(value)
+        # The id Haystack derives from a document's content names no page: not an id of the document's own.
+        own = None if document.id is None or GENERATED_ID.fullmatch(str(document.id)) else document.id
+        return self.chunk_id_from(document.meta, own, document.content, field="meta")
 
     def hits(self, query: str, k: int) -> list[Hit]:
         options = {"top_k": int(k), **({"filters": self.filters} if self.filters else {})}

@@ -174,14 +174,7 @@ class LangChainStore(StoreRetriever):
 
     def chunk_id(self, document) -> str:
         """The document's chunk id: ``metadata[id_key]``, else its ``id``."""
-        value = (document.metadata or {}).get(self.id_key) or getattr(document, "id", None)
-        if not value:
-            raise ValueError(
-                f"{self.store_label}: a document has neither metadata[{self.id_key!r}] nor an id, so its page "
-                f"cannot be matched to the labeled set's gold pages; store the chunk id (<page>#<n>) there "
-                f"(documents_from_chunks does): {document.page_content[:80]!r}"
-            )
-        return str(value)
+        return self.chunk_id_from(document.metadata, getattr(document, "id", None), document.page_content)
 
     def hits(self, query: str, k: int) -> list[Hit]:
         search = (

@@ -243,14 +243,7 @@ class LlamaIndexStore(StoreRetriever):
     def chunk_id(self, node) -> str:
         """The node's chunk id: ``metadata[id_key]``, else its ``node_id``."""
         node = node.node if isinstance(node, NodeWithScore) else node
-        value = (node.metadata or {}).get(self.id_key) or node.node_id
-        if not value:
-            raise ValueError(
-                f"{self.store_label}: a node has neither metadata[{self.id_key!r}] nor an id, so its page cannot "
-                f"be matched to the labeled set's gold pages; store the chunk id (<page>#<n>) there "
-                f"(nodes_from_chunks does): {node.get_content()[:80]!r}"
-            )
-        return str(value)
+        return self.chunk_id_from(node.metadata, node.node_id, node.get_content(), helper="nodes_from_chunks")
 
     def hits(self, query: str, k: int) -> list[Hit]:
         retriever = self.retriever

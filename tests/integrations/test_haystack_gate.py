@@ -169,7 +169,7 @@ def test_store_refuses_what_it_cannot_calibrate(document_store, adapter, chunks)
     with pytest.raises(TypeError, match="HaystackStore needs a Haystack retriever component"):
         HaystackStore(document_store)
     anonymous = Document(content="a page with no chunk id")  # Haystack gives it a hash of its content as id
-    with pytest.raises(ValueError, match=r"no meta\['chunk_id'\] and only the id Haystack derives"):
+    with pytest.raises(ValueError, match=r"neither meta\['chunk_id'\] nor an id of its own"):
         adapter.chunk_id(anonymous)
     with pytest.raises(
         StoreScoreError,
