@@ -46,9 +46,11 @@ require("llamaindex")
 
 from typing import Any
 
+from llama_index.core.base.response.schema import Response
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.embeddings import BaseEmbedding
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
@@ -57,6 +59,7 @@ from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of,
 __all__ = [
     "REFUSAL_TEXT",
     "GatePostprocessor",
+    "GatedQueryEngine",
     "LlamaIndexStore",
     "RagcalEmbedding",
     "nodes_from_chunks",
@@ -337,12 +340,51 @@ class GatePostprocessor(BaseNodePostprocessor):
         """The last call's refusal (``message``, ``reasons``, ``score``, ...), None when it answered or before any."""
         return refusal_of(self._last) if self._last is not None else None
 
+    def decide(self, nodes: list[NodeWithScore], query: str | None = None) -> tuple:
+        """``(Decision, the nodes passed on)`` for one question: what :meth:`postprocess_nodes` does, with the
+        decision returned rather than kept in :attr:`last_decision` (safe when queries run concurrently)."""
+        hits = [Hit(self.store.chunk_id(node), node.score, node) for node in nodes]
+        decision, passed = self._bound.decide(query, hits)
+        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
+        return decision, [_with_gate(hit.item, extra) for hit in passed]
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        query = query_bundle.query_str if query_bundle is not None else None
-        hits = [Hit(self.store.chunk_id(node), node.score, node) for node in nodes]
-        decision, passed = self._bound.decide(query, hits)
+        decision, passed = self.decide(nodes, query_bundle.query_str if query_bundle is not None else None)
         self._last = decision
-        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
-        return [_with_gate(hit.item, extra) for hit in passed]
+        return passed
+
+
+class GatedQueryEngine(CustomQueryEngine):
+    """A query engine that answers with any synthesizer, or with the refusal of the question itself.
+
+    Retrieves with ``retriever``, lets ``gate`` (a :class:`GatePostprocessor`)
+    decide, and synthesizes from the nodes it passes on; on refusal the
+    response is the question's own refusal message (what was looked at, the
+    closest passages, a next step), not a fixed ``empty_response``, with the
+    refusal as a dict in ``response.metadata["ragcal_refusal"]`` (None when
+    it answered) and no source nodes. Use it where the synthesizer does not
+    take ``empty_response`` (``CompactAndRefine``, LlamaIndex's default, does not).
+
+    Parameters
+    ----------
+    retriever : llama_index BaseRetriever
+        Returns at least :attr:`GatePostprocessor.depth` nodes.
+    gate : GatePostprocessor
+    synthesizer : llama_index BaseSynthesizer
+    """
+
+    retriever: Any
+    gate: Any
+    synthesizer: Any
+
+    def custom_query(self, query_str: str):
+        decision, passed = self.gate.decide(self.retriever.retrieve(query_str), query_str)
+        if not passed:
+            return Response(
+                response=decision.message, source_nodes=[], metadata={"ragcal_refusal": refusal_of(decision)}
+            )
+        response = self.synthesizer.synthesize(query_str, passed)
+        response.metadata = {**(response.metadata or {}), "ragcal_refusal": None}
+        return response

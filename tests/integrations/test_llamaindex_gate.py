@@ -33,6 +33,7 @@ from ragcal.integrations.common import StoreScoreError
 from ragcal.integrations.llamaindex import (
     REFUSAL_TEXT,
     GatePostprocessor,
+    GatedQueryEngine,
     LlamaIndexStore,
     RagcalEmbedding,
     nodes_from_chunks,
@@ -275,6 +276,28 @@ def test_a_query_engine_answers_a_refusal_with_the_gates_sentence(postprocessor,
     assert str(refused) == "Empty Response" and refused.source_nodes == []  # LlamaIndex's own text (#16857)
     answered = plain.query(COVERED)
     assert "page: advanced/response-cookies.md" in str(answered)  # MockLLM echoes its prompt: the passages passed on
+
+
+def test_the_gated_query_engine_answers_with_the_questions_own_refusal(postprocessor, index):
+    """With LlamaIndex's default synthesizer (CompactAndRefine, no empty_response), the refusal still flows."""
+    engine = GatedQueryEngine(
+        retriever=index.as_retriever(similarity_top_k=postprocessor.depth),
+        gate=postprocessor,
+        synthesizer=CompactAndRefine(llm=MockLLM()),
+    )
+    refused = engine.query(UNRELATED)
+    decision, passed = postprocessor.decide(
+        index.as_retriever(similarity_top_k=postprocessor.depth).retrieve(UNRELATED), UNRELATED
+    )
+    assert passed == [] and decision.action == "refuse"
+    assert str(refused) == decision.message and UNRELATED in str(refused) and refused.source_nodes == []
+    assert refused.metadata["ragcal_refusal"]["reasons"] == list(decision.reasons)
+    answered = engine.query(COVERED)
+    assert answered.metadata["ragcal_refusal"] is None
+    assert "page: advanced/response-cookies.md" in str(answered)  # MockLLM echoes its prompt: the passages passed on
+    assert answered.source_nodes and all(
+        node.node.metadata["ragcal_action"] == "answer" for node in answered.source_nodes
+    )
 
 
 def test_a_gate_of_another_score_scale_is_refused(store, scored, index, tmp_path):
