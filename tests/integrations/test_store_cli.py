@@ -108,3 +108,74 @@ def test_distances_a_bad_factory_and_a_corpus_are_refused_in_one_line(folder, ca
     assert not (folder / "s.csv").exists()
     assert main(["score", str(FASTAPI_QUERIES), "--langchain", "my_langchain_store:relevance", "--out", "r.csv"]) == 0
     assert "relevance_scores (EUCLIDEAN_DISTANCE)" in read_provenance(folder / "r.csv")["score_scale"]
+
+
+OTHER_FACTORIES = """
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE
+from ragcal.retrieval.index import chunk_corpus
+
+PAGES = ("advanced/response-cookies.md", "tutorial/cookie-params.md", "tutorial/cors.md")
+
+
+def chunks():
+    _, every, _ = chunk_corpus(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
+    return [chunk for chunk in every if chunk.doc_path in PAGES]
+
+
+def llamaindex_index():
+    from llama_index.core import VectorStoreIndex
+
+    from ragcal.integrations.llamaindex import RagcalEmbedding, nodes_from_chunks
+
+    return VectorStoreIndex(nodes_from_chunks(chunks()), embed_model=RagcalEmbedding())
+
+
+def haystack_retriever_alone():
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    return InMemoryEmbeddingRetriever(InMemoryDocumentStore(embedding_similarity_function="cosine"))
+
+
+def haystack_store():
+    from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    from ragcal.integrations.haystack import (
+        HaystackStore,
+        RagcalDocumentEmbedder,
+        RagcalTextEmbedder,
+        documents_from_chunks,
+    )
+
+    store = InMemoryDocumentStore(embedding_similarity_function="cosine")
+    store.write_documents(RagcalDocumentEmbedder().run(documents_from_chunks(chunks()))["documents"])
+    return HaystackStore(InMemoryEmbeddingRetriever(store), text_embedder=RagcalTextEmbedder())
+"""
+
+
+def test_score_through_llamaindex_and_haystack(tmp_path, monkeypatch, capsys):
+    (tmp_path / "other_stores.py").write_text(textwrap.dedent(OTHER_FACTORIES), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    tables = {}
+    for framework, spec in (
+        ("llamaindex", "other_stores:llamaindex_index"),
+        ("haystack", "other_stores:haystack_store"),
+    ):
+        out = tmp_path / f"{framework}.csv"
+        assert (
+            main(["score", str(FASTAPI_QUERIES), f"--{framework}", spec, "--out", str(out), "--store-depth", "10"]) == 0
+        )
+        tables[framework] = pd.read_csv(out)
+        assert read_provenance(out)["framework"] == framework
+    printed = capsys.readouterr().out
+    assert "score scale: llamaindex SimpleVectorStore (cosine)" in printed
+    assert "score scale: haystack InMemoryEmbeddingRetriever (cosine, scale_score=False)" in printed
+    # The same vectors, the same cosine: the two stores agree question by question.
+    assert (tables["llamaindex"]["dense_top1"] - tables["haystack"]["dense_top1"]).abs().max() < 1e-6
+    assert (
+        main(["score", str(FASTAPI_QUERIES), "--haystack", "other_stores:haystack_retriever_alone", "--out", "x.csv"])
+        == 2
+    )
+    assert "--haystack other_stores:haystack_retriever_alone:" in capsys.readouterr().err
