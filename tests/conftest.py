@@ -54,6 +54,8 @@ SLOWEST_FILES = (
     "study/test_notebooks.py",
     "test_dependency_floors.py",  # added later: about 160 s alone on a busy machine
     "test_faults.py",
+    "integrations/test_haystack_gate.py",  # added later: about 80 s in a full run (FastAPI through Haystack's store)
+    "integrations/test_langchain_gate.py",  # FAISS and Chroma stores on the FastAPI docs
     "judges/test_llm_judge.py",  # added later: a real local LLM server, about 120 s on a busy machine
     "study/test_browser.py",
     "cli/test_judge_cli.py",  # added later: trains four tiny judges, about 90 s
