@@ -319,7 +319,8 @@ def test_full_fastapi_docs_scored_through_haystack_reproduce_ragcal_decisions(al
         assert action == own_action, question
 
     scaled = HaystackStore(InMemoryEmbeddingRetriever(document_store, scale_score=True), text_embedder=text_embedder)
-    scaled_table, _, _ = score_store(queries, scaled)
-    np.testing.assert_allclose(scaled_table["dense_top1"], (table["dense_top1"] + 1) / 2, atol=1e-12)
+    some = queries.iloc[::6].reset_index(drop=True)  # every sixth question: the map is exact, the test is slow
+    scaled_table, _, _ = score_store(some, scaled)
+    np.testing.assert_allclose(scaled_table["dense_top1"], (table["dense_top1"].iloc[::6] + 1) / 2, atol=1e-12)
     with pytest.raises(GateFileError, match=f"{re.escape(COSINE_SCALE)}.*{re.escape(SCALED_SCALE)}"):
         GateComponent(path, scaled)
