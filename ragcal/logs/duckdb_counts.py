@@ -54,6 +54,7 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
     connection = duckdb.connect()
     try:
         connection.execute(f"SET memory_limit = '{memory_limit}'")
+        connection.execute("SET enable_progress_bar = false")  # a library prints nothing of its own
         if threads is not None:
             connection.execute(f"SET threads = {int(threads)}")
         relation = connection.read_parquet(files) if kind == "parquet" else connection.read_csv(files)
