@@ -38,7 +38,9 @@ def _pyspark_sql():
     try:
         import pyspark.sql
     except ImportError as error:
-        raise ImportError("the Spark engine needs pyspark: pip install 'ragcal[spark]' (and a Java 17+ runtime)") from error
+        raise ImportError(
+            "the Spark engine needs pyspark: pip install 'ragcal[spark]' (and a Java 17+ runtime)"
+        ) from error
     return pyspark.sql
 
 

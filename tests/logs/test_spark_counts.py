@@ -71,7 +71,12 @@ def test_spark_reads_labels_as_written_and_names_what_is_wrong(spark, tmp_path):
     unlabeled = tmp_path / "live.csv"
     unlabeled.write_text("id,s\na,0.5\nb,0.7\nc,0.5\n", encoding="utf-8")
     live = count_log_spark(unlabeled, "s", spark=spark)
-    assert live.frame.to_dict("list") == {"slice": ["all", "all"], "answerable": [None, None], "bin": [0.5, 0.7], "n": [2, 1]}
+    assert live.frame.to_dict("list") == {
+        "slice": ["all", "all"],
+        "answerable": [None, None],
+        "bin": [0.5, 0.7],
+        "n": [2, 1],
+    }
     with pytest.raises(ValueError, match=r"live\.csv: no column 'missing'; the log has id, s"):
         count_log_spark(unlabeled, "missing", spark=spark)
     with pytest.raises(FileNotFoundError, match="score log not found"):
