@@ -50,7 +50,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
-from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, gate_metadata, ragcal_embedder, refusal_of, score_store  # noqa: E402
 
 __all__ = [
     "RagcalEmbeddings",
@@ -207,7 +207,7 @@ def _with_score(document: Document, score, key: str, extra=None) -> Document:
 
 
 class ScoredRetriever(BaseRetriever):
-    """The store's top ``k``, each document with its store score in ``metadata[score_key]`` (for :class:`GateCompressor`)."""
+    """The store's top ``k``, each with its store score in ``metadata[score_key]`` (for :class:`GateCompressor`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -257,7 +257,7 @@ class GatedRetriever(BaseRetriever):
     def decide(self, query: str) -> dict:
         """``{"question", "documents", "refusal", "decision"}``: ``refusal`` is None when the gate answers."""
         decision, passed = self._bound.decide(query, self.store.hits(query, self.k))
-        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
+        extra = gate_metadata(decision)
         documents = [_with_score(hit.item, hit.score, "score", extra) for hit in passed]
         return {"question": query, "documents": documents, "refusal": refusal_of(decision), "decision": decision}
 
