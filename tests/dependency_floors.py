@@ -419,7 +419,8 @@ class Job:
 
     def readme_snippets(self, *, frameworks: bool = False) -> None:
         """The README's snippets that import no framework (``frameworks=False``), or those that do."""
-        seed_embedding_cache(self.cache)
+        if not frameworks:  # seeded once, first: a second copy would drop what the steps between embedded
+            seed_embedding_cache(self.cache)
         for number, snippet in enumerate(readme_snippets(), start=1):
             if imports_a_framework(snippet) != frameworks:
                 continue

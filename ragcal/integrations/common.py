@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,7 @@ __all__ = [
     "StoreRetriever",
     "StoreGate",
     "refusal_of",
+    "gate_metadata",
     "require",
     "ragcal_embedder",
     "score_store",
@@ -96,7 +98,7 @@ def _score(value) -> float:
         return math.nan
 
 
-class StoreRetriever:
+class StoreRetriever(ABC):
     """A framework's store or retriever as a ragcal retriever (``name``, ``search``).
 
     Subclasses set :attr:`framework` and implement :meth:`hits`. The scores are
@@ -127,9 +129,9 @@ class StoreRetriever:
         self.model_fingerprint = getattr(embedding, "fingerprint", None)
         self.name = name
 
+    @abstractmethod
     def hits(self, query: str, k: int) -> list[Hit]:
         """The store's top ``k`` for ``query``, in the store's order."""
-        raise NotImplementedError
 
     def chunk_id_from(self, metadata, identifier, text, *, field="metadata", helper="documents_from_chunks") -> str:
         """A document's chunk id: ``metadata[self.id_key]``, else ``identifier``; an error that says where to put it."""
@@ -190,7 +192,7 @@ class StoreRetriever:
             raise StoreScoreError(
                 f"{self.store_label} gave every document of all {len(queries)} questions the same score "
                 f"{scores[0]:g}: a constant says nothing about any question, so there is no threshold to fit; "
-                "the retriever is not reporting its similarity (a default or placeholder score): read the "
+                "the retriever reports a fixed default instead of its similarity: read the "
                 "store's scored search instead"
             )
         return results
@@ -246,16 +248,16 @@ def store_score_log(questions, retriever: StoreRetriever, *, ids=None, k: int = 
 
 
 def refusal_of(decision) -> dict | None:
-    """A refusal as a JSON-ready dict (``message``, ``reasons``, ``score``, ``stage``), or None when the gate answers."""
+    """A refusal as a JSON-ready dict (``message``, ``reasons``, ``score``, ``stage``); None when the gate answers."""
     if decision.answered:
         return None
-    return {
-        "action": decision.action,
-        "message": decision.message,
-        "reasons": list(decision.reasons),
-        "score": None if math.isnan(decision.score) else decision.score,
-        "stage": decision.stage,
-    }
+    data = decision.to_dict()
+    return {key: data[key] for key in ("action", "message", "reasons", "score", "stage")}
+
+
+def gate_metadata(decision) -> dict:
+    """What each passed document's metadata gains: ``ragcal_action`` and, when hedging, ``ragcal_message``."""
+    return {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
 
 
 class StoreGate:

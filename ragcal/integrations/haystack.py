@@ -51,7 +51,7 @@ from haystack import Document, component, default_to_dict  # noqa: E402
 from haystack.core.errors import SerializationError  # noqa: E402
 from haystack.core.serialization import component_from_dict, component_to_dict, import_class_by_name  # noqa: E402
 
-from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, gate_metadata, ragcal_embedder, refusal_of, score_store  # noqa: E402
 
 __all__ = [
     "RagcalTextEmbedder",
@@ -363,7 +363,7 @@ class GateComponent:
         decision, passed = self.bound.decide(
             query, [Hit(self.store.chunk_id(document), document.score, document) for document in documents]
         )
-        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
+        extra = gate_metadata(decision)
         passed_on = [dataclasses.replace(hit.item, meta={**(hit.item.meta or {}), **extra}) for hit in passed]
         return {"documents": passed_on, "refusal": refusal_of(decision)}
 

@@ -50,7 +50,7 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
-from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store  # noqa: E402
+from .common import Hit, StoreGate, StoreRetriever, gate_metadata, ragcal_embedder, refusal_of, score_store  # noqa: E402
 
 __all__ = [
     "RagcalEmbeddings",
@@ -207,7 +207,7 @@ def _with_score(document: Document, score, key: str, extra=None) -> Document:
 
 
 class ScoredRetriever(BaseRetriever):
-    """The store's top ``k``, each document with its store score in ``metadata[score_key]`` (for :class:`GateCompressor`)."""
+    """The store's top ``k``, each with its store score in ``metadata[score_key]`` (for :class:`GateCompressor`)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -245,19 +245,17 @@ class GatedRetriever(BaseRetriever):
     store: Any
     gate: Any
     k: int | None = None
-    _bound: StoreGate = PrivateAttr()
 
     def __init__(self, **data: Any):
         bound = _gate(data.get("gate"), data.get("store"))  # before pydantic, so that a GateFileError stays one
-        super().__init__(**{**data, "gate": bound})
-        self._bound = bound
+        super().__init__(**{**data, "gate": bound})  # self.gate is the StoreGate from here on
         if self.k is None:
             self.k = bound.depth
 
     def decide(self, query: str) -> dict:
         """``{"question", "documents", "refusal", "decision"}``: ``refusal`` is None when the gate answers."""
-        decision, passed = self._bound.decide(query, self.store.hits(query, self.k))
-        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
+        decision, passed = self.gate.decide(query, self.store.hits(query, self.k))
+        extra = gate_metadata(decision)
         documents = [_with_score(hit.item, hit.score, "score", extra) for hit in passed]
         return {"question": query, "documents": documents, "refusal": refusal_of(decision), "decision": decision}
 
@@ -287,13 +285,11 @@ class GateCompressor(BaseDocumentCompressor):
     store: Any
     gate: Any
     score_key: str = "score"
-    _bound: StoreGate = PrivateAttr()
     _last: Any = PrivateAttr(default=None)
 
     def __init__(self, **data: Any):
         bound = _gate(data.get("gate"), data.get("store"))  # before pydantic, so that a GateFileError stays one
-        super().__init__(**{**data, "gate": bound})
-        self._bound = bound
+        super().__init__(**{**data, "gate": bound})  # self.gate is the StoreGate from here on
 
     @property
     def last_decision(self):
@@ -315,6 +311,6 @@ class GateCompressor(BaseDocumentCompressor):
         hits = [
             Hit(self.store.chunk_id(document), document.metadata[self.score_key], document) for document in documents
         ]
-        decision, passed = self._bound.decide(query, hits)
+        decision, passed = self.gate.decide(query, hits)
         self._last = decision
         return [hit.item for hit in passed]

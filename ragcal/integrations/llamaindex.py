@@ -54,7 +54,7 @@ from llama_index.core.query_engine import CustomQueryEngine
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.core.vector_stores import SimpleVectorStore
 
-from .common import Hit, StoreGate, StoreRetriever, ragcal_embedder, refusal_of, score_store
+from .common import Hit, StoreGate, StoreRetriever, gate_metadata, ragcal_embedder, refusal_of, score_store
 
 __all__ = [
     "REFUSAL_TEXT",
@@ -142,7 +142,7 @@ class RagcalEmbedding(BaseEmbedding):
 
 
 def nodes_from_chunks(chunks, *, id_key: str = "chunk_id") -> list[TextNode]:
-    """ragcal chunks as LlamaIndex ``TextNode`` objects: the chunk's text, its id as ``id_`` and in ``metadata[id_key]``.
+    """ragcal chunks as LlamaIndex ``TextNode`` objects: the chunk's text, its id as ``id_`` and ``metadata[id_key]``.
 
     The metadata (``id_key``, ``page``, ``heading``) is excluded from what is
     embedded, so a ``VectorStoreIndex`` embeds the chunk's text alone, as
@@ -240,7 +240,8 @@ class LlamaIndexStore(StoreRetriever):
         return (
             "LlamaIndex's vector stores report similarities (SimpleVectorStore: cosine); build the store with a "
             "similarity metric (cosine, or inner product on normalised embeddings such as RagcalEmbedding's), or "
-            "give the retriever a node postprocessor that turns its distances into similarities before ragcal reads them."
+            "give the retriever a node postprocessor that turns its distances into similarities before ragcal reads "
+            "them."
         )
 
     def chunk_id(self, node) -> str:
@@ -345,7 +346,7 @@ class GatePostprocessor(BaseNodePostprocessor):
         decision returned rather than kept in :attr:`last_decision` (safe when queries run concurrently)."""
         hits = [Hit(self.store.chunk_id(node), node.score, node) for node in nodes]
         decision, passed = self._bound.decide(query, hits)
-        extra = {"ragcal_action": decision.action, **({"ragcal_message": decision.message} if decision.message else {})}
+        extra = gate_metadata(decision)
         return decision, [_with_gate(hit.item, extra) for hit in passed]
 
     def _postprocess_nodes(

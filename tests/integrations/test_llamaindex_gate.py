@@ -32,8 +32,8 @@ from ragcal.gates import GateFileError, fit_gate, read_gate_file, save_gate
 from ragcal.integrations.common import StoreScoreError
 from ragcal.integrations.llamaindex import (
     REFUSAL_TEXT,
-    GatePostprocessor,
     GatedQueryEngine,
+    GatePostprocessor,
     LlamaIndexStore,
     RagcalEmbedding,
     nodes_from_chunks,
