@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._params import check_float, check_int
+from .sources import label_values
 
 __all__ = ["Binning", "LogCounts", "COUNT_COLUMNS", "choose_binning", "count_log", "grid_index"]
 
@@ -173,7 +174,7 @@ def count_log(table: pd.DataFrame, signal: str, *, max_distinct=MAX_DISTINCT, bi
     bin_value = kept if binning.kind == "distinct" else binning.edges(grid_index(kept, binning))
     slices = table["slice"].astype(str).to_numpy()[present] if "slice" in table.columns else np.full(kept.size, "all")
     if "answerable" in table.columns:
-        labels = table["answerable"].to_numpy(object)[present]
+        labels = label_values(table["answerable"].to_numpy(object)[present])
     else:
         labels = np.full(kept.size, None, dtype=object)
     frame = pd.DataFrame({"slice": slices, "answerable": labels, "bin": bin_value})

@@ -12,56 +12,28 @@ the cell number in NumPy, so the two engines give identical counts.
 
 from __future__ import annotations
 
-import glob
 import math
-from pathlib import Path
 
 import numpy as np
 
 from .counts import DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
+from .sources import FALSE_TEXTS, TRUE_TEXTS, duckdb_connection, duckdb_view, parse_time
 
-__all__ = ["count_log_duckdb", "log_files"]
-
-_TRUE = ("true", "t", "yes", "1", "1.0")
-_FALSE = ("false", "f", "no", "0", "0.0")
+__all__ = ["count_log_duckdb"]
 
 
-def log_files(source) -> tuple[str, list[str]]:
-    """``(format, files)`` of a log path: one CSV / CSV.gz / Parquet file, a folder of Parquet files, or a glob."""
-    text = str(source)
-    if any(character in text for character in "*?["):
-        files = sorted(glob.glob(text))
-    elif Path(text).is_dir():
-        files = sorted(str(path) for path in Path(text).glob("*.parquet"))
-    else:
-        if not Path(text).is_file():
-            raise FileNotFoundError(f"{text}: score log not found")
-        files = [text]
-    if not files:
-        raise FileNotFoundError(f"{text}: no Parquet files there")
-    kinds = {"parquet" if name.endswith(".parquet") else "csv" if name.endswith((".csv", ".csv.gz")) else "" for name in files}
-    if kinds != {"parquet"} and kinds != {"csv"}:
-        raise ValueError(f"{text}: a score log is CSV, CSV.gz or Parquet (one kind); found {sorted(files)[:3]}")
-    return kinds.pop(), files
+def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, since=None, until=None,
+                     memory_limit="1GB", threads=None) -> LogCounts:  # fmt: skip
+    """Counts of ``signal`` in the log at ``source``, computed inside DuckDB (see the module docstring).
 
-
-def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, memory_limit="1GB",
-                     threads=None) -> LogCounts:  # fmt: skip
-    """Counts of ``signal`` in the log at ``source``, computed inside DuckDB (see the module docstring)."""
-    import duckdb
-
-    kind, files = log_files(source)
-    connection = duckdb.connect()
+    ``since``/``until`` keep the rows whose ``timestamp`` is in ``[since, until)`` (ISO 8601 text or datetimes).
+    """
+    since, until = parse_time(since, "since"), parse_time(until, "until")
+    connection = duckdb_connection(memory_limit, threads)
     try:
-        connection.execute(f"SET memory_limit = '{memory_limit}'")
-        connection.execute("SET enable_progress_bar = false")  # a library prints nothing of its own
-        if threads is not None:
-            connection.execute(f"SET threads = {int(threads)}")
-        relation = connection.read_parquet(files) if kind == "parquet" else connection.read_csv(files)
-        columns = relation.columns
+        columns = duckdb_view(connection, source, since, until)
         if signal not in columns:
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(columns)}")
-        relation.create_view("score_log")
         score = f'TRY_CAST("{signal}" AS DOUBLE)'
         n_rows, n_nan, n_distinct, low, high = connection.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {score} IS NULL OR isnan({score})), "
@@ -83,9 +55,7 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
         slice_expression = 'CAST("slice" AS VARCHAR)' if "slice" in columns else "'all'"
         if "answerable" in columns:
             text = 'lower(trim(CAST("answerable" AS VARCHAR)))'
-            label = (
-                f"CASE WHEN {text} IN {_TRUE} THEN TRUE WHEN {text} IN {_FALSE} THEN FALSE ELSE NULL END"
-            )
+            label = f"CASE WHEN {text} IN {TRUE_TEXTS} THEN TRUE WHEN {text} IN {FALSE_TEXTS} THEN FALSE ELSE NULL END"
         else:
             label = "NULL::BOOLEAN"
         counted = connection.execute(

@@ -18,19 +18,17 @@ identical counts.
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 import numpy as np
 import pandas as pd
 
 from .._params import check_int
 from .counts import COUNT_COLUMNS, DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
-from .duckdb_counts import log_files
+from .sources import FALSE_TEXTS, TRUE_TEXTS, log_files, parse_time
 
-__all__ = ["count_log_spark", "local_spark_session"]
-
-#: Label texts read as answerable / unanswerable (case and spaces ignored); anything else is unlabeled.
-TRUE_TEXTS = ("true", "t", "yes", "1", "1.0")
-FALSE_TEXTS = ("false", "f", "no", "0", "0.0")
+__all__ = ["count_log_spark", "local_spark_session", "sum_batches_spark"]
 
 
 def _pyspark_sql():
@@ -59,12 +57,18 @@ def local_spark_session(*, cores: int = 2):
     """
     cores = check_int(cores, "cores", "local_spark_session", low=1)
     SparkSession = _pyspark_sql().SparkSession
+    # Python workers (mapInPandas) run this interpreter, which has ragcal and pandas, unless the user chose one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master(f"local[{cores}]")
         .appName("ragcal-log-counts")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(2 * cores))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config(
+            "spark.pyspark.python", sys.executable
+        )  # workers run this Python, with ragcal and pandas  # a timestamp without a zone is UTC, as for pandas
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -89,7 +93,31 @@ def _read(spark, source):
     return spark.read.csv(files, header=True)  # every column as text, cast below as DuckDB casts
 
 
-def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, spark=None) -> LogCounts:
+def _window(log, source, since, until):
+    """The rows of ``log`` whose ``timestamp`` is in ``[since, until)``."""
+    if since is None and until is None:
+        return log
+    if "timestamp" not in log.columns:
+        raise ValueError(f"{source}: --since/--until need a 'timestamp' column, and the log has none")
+    stamp = _column("timestamp").try_cast("timestamp")
+    if since is not None:
+        log = log.where(stamp >= since.to_pydatetime())
+    if until is not None:
+        log = log.where(stamp < until.to_pydatetime())
+    return log
+
+
+def _session(source, spark):
+    """``(session, own)``: the session given, the active one, or a local one that the caller must stop."""
+    sql = _pyspark_sql()
+    if spark is not None or isinstance(source, sql.DataFrame):
+        return spark, False
+    active = sql.SparkSession.getActiveSession()
+    return (active, False) if active is not None else (local_spark_session(), True)
+
+
+def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, since=None, until=None,
+                    spark=None) -> LogCounts:  # fmt: skip
     """Counts of ``signal`` in a score log, computed by Spark (see the module docstring).
 
     Parameters
@@ -104,6 +132,8 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
         Bins are the distinct scores up to this many, else a grid.
     bins : int, default=DEFAULT_BINS
         Grid cells over the score range when the scores are too many.
+    since, until : str or datetime, optional
+        Keep the rows whose ``timestamp`` is in ``[since, until)``.
     spark : SparkSession, optional
         The session to run in; default the active one, else a local one made
         here (``local[2]``) and stopped at the end.
@@ -115,14 +145,10 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
     """
     sql = _pyspark_sql()
     F = sql.functions
-    DataFrame = sql.DataFrame
-    own_session = False
-    if spark is None and not isinstance(source, DataFrame):
-        spark = sql.SparkSession.getActiveSession()
-        if spark is None:
-            spark, own_session = local_spark_session(), True
+    since, until = parse_time(since, "since"), parse_time(until, "until")
+    spark, own_session = _session(source, spark)
     try:
-        log = source if isinstance(source, DataFrame) else _read(spark, source)
+        log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
         if signal not in log.columns:
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(log.columns)}")
         score = _column(signal).try_cast("double")
@@ -167,3 +193,39 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
     if binning.kind == "grid":
         frame["bin"] = binning.edges(frame["bin"].to_numpy(np.int64))
     return LogCounts(signal, canonical(frame), binning, int(summary["n_rows"]), int(summary["n_nan"]))
+
+
+def sum_batches_spark(source, columns, function, keys, key_types, *, since=None, until=None, spark=None):
+    """:func:`ragcal.logs.engines.sum_batches` on Spark: ``mapInPandas(function)`` then ``groupBy(keys).sum("n")``.
+
+    ``columns`` are cast to double (text that is not a number is null, NaN in
+    the batch); ``id``, ``query``, ``slice``, ``answerable`` and ``timestamp``
+    come along when present. ``key_types`` gives each key's Spark SQL type
+    (default ``"string"``). Only the summed table comes back to Python.
+    """
+    sql = _pyspark_sql()
+    F = sql.functions
+    since, until = parse_time(since, "since"), parse_time(until, "until")
+    spark, own_session = _session(source, spark)
+    try:
+        log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
+        missing = [column for column in columns if column not in log.columns]
+        if missing:
+            raise ValueError(f"{source}: no column {missing[0]!r}; the log has {', '.join(log.columns)}")
+        selected = [_column(column).try_cast("double").alias(column) for column in columns]
+        selected += [_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
+        if "timestamp" in log.columns:
+            selected.append(_column("timestamp").try_cast("timestamp").alias("timestamp"))
+        schema = ", ".join(f"`{key}` {key_types.get(key, 'string')}" for key in keys) + ", n long"
+
+        def batches(frames):
+            for frame in frames:
+                if "timestamp" in frame.columns:
+                    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+                yield function(frame.reset_index(drop=True))
+
+        rows = log.select(*selected).mapInPandas(batches, schema).groupBy(*keys).agg(F.sum("n").alias("n")).collect()
+    finally:
+        if own_session:
+            spark.stop()
+    return pd.DataFrame([tuple(row) for row in rows], columns=[*keys, "n"])

@@ -9,7 +9,8 @@ from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration.rules import threshold_keep_share
 from ragcal.logs.counts import Binning, choose_binning, count_log, grid_index
-from ragcal.logs.duckdb_counts import count_log_duckdb, log_files
+from ragcal.logs.duckdb_counts import count_log_duckdb
+from ragcal.logs.sources import log_files
 
 
 def synthetic_log(n, *, seed=0, distinct=None, nan_share=0.01):
