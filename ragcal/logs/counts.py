@@ -27,7 +27,7 @@ import pandas as pd
 from .._params import check_float, check_int
 from .sources import label_values
 
-__all__ = ["Binning", "LogCounts", "COUNT_COLUMNS", "choose_binning", "count_log", "grid_index"]
+__all__ = ["COUNT_COLUMNS", "Binning", "LogCounts", "choose_binning", "count_log", "grid_index"]
 
 #: The counts table: one row per (slice, label, bin) that holds rows; ``answerable`` is None for unlabeled logs.
 COUNT_COLUMNS = ("slice", "answerable", "bin", "n")

@@ -22,7 +22,6 @@ followed by ``groupBy().sum()`` on Spark.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 

@@ -19,8 +19,8 @@ TRUE_TEXTS = ("true", "t", "yes", "1", "1.0")
 FALSE_TEXTS = ("false", "f", "no", "0", "0.0")
 
 __all__ = [
-    "TRUE_TEXTS",
     "FALSE_TEXTS",
+    "TRUE_TEXTS",
     "duckdb_connection",
     "duckdb_view",
     "log_files",
