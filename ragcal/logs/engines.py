@@ -33,7 +33,7 @@ from .counts import DEFAULT_BINS, MAX_DISTINCT, LogCounts, count_log
 from .duckdb_counts import count_log_duckdb
 from .sources import duckdb_connection, duckdb_view, log_files, parse_time, read_pandas
 
-__all__ = ["AUTO_BYTES", "ENGINES", "choose_engine", "count_signal", "log_batches", "sum_batches"]
+__all__ = ["AUTO_BYTES", "ENGINES", "choose_engine", "collect_batches", "count_signal", "log_batches", "sum_batches"]
 
 ENGINES = ("auto", "pandas", "duckdb", "spark")
 #: Under ``engine="auto"``, a log file above this size is read by DuckDB (a folder or a glob always is).
@@ -146,3 +146,28 @@ def sum_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame
         summed = pd.concat(parts, ignore_index=True).groupby(keys, dropna=False)["n"].sum().reset_index()
     summed["n"] = summed["n"].astype(np.int64)
     return summed.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def collect_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame], output_columns, *,
+                    engine: str = "auto", since=None, until=None, output_types=None) -> pd.DataFrame:  # fmt: skip
+    """``function`` applied to every batch of the log, its outputs (a few rows each) concatenated.
+
+    For merges that are not sums: e.g. each batch's ``k`` rows with the
+    smallest hash per stratum, of which the caller keeps the ``k`` smallest
+    overall. ``function(batch)`` returns a DataFrame with ``output_columns``;
+    ``output_types`` gives their Spark SQL types (default ``"string"``). The
+    row order of the result is not defined: sort it.
+    """
+    output_columns = list(output_columns)
+    engine = choose_engine(engine, source)
+    if engine == "spark":
+        from .spark_counts import collect_batches_spark
+
+        return collect_batches_spark(
+            source, columns, function, output_columns, output_types or {}, since=since, until=until
+        )
+    parts = [function(batch) for batch in log_batches(source, columns, engine=engine, since=since, until=until)]
+    parts = [part[output_columns] for part in parts if len(part)]
+    if not parts:
+        return pd.DataFrame({column: pd.Series(dtype=object) for column in output_columns})
+    return pd.concat(parts, ignore_index=True)

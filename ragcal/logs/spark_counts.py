@@ -28,7 +28,7 @@ from .._params import check_int
 from .counts import COUNT_COLUMNS, DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
 from .sources import FALSE_TEXTS, TRUE_TEXTS, log_files, parse_time
 
-__all__ = ["count_log_spark", "local_spark_session", "sum_batches_spark"]
+__all__ = ["collect_batches_spark", "count_log_spark", "local_spark_session", "sum_batches_spark"]
 
 
 def _pyspark_sql():
@@ -195,6 +195,31 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
     return LogCounts(signal, canonical(frame), binning, int(summary["n_rows"]), int(summary["n_nan"]))
 
 
+def _mapped(spark, source, columns, function, schema, since, until):
+    """The log's rows in the window, selected as :func:`ragcal.logs.engines.log_batches` selects them, mapped."""
+    sql = _pyspark_sql()
+    log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
+    missing = [column for column in columns if column not in log.columns]
+    if missing:
+        raise ValueError(f"{source}: no column {missing[0]!r}; the log has {', '.join(log.columns)}")
+    selected = [_column(column).try_cast("double").alias(column) for column in columns]
+    selected += [_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
+    if "timestamp" in log.columns:
+        selected.append(_column("timestamp").try_cast("timestamp").alias("timestamp"))
+
+    def batches(frames):
+        for frame in frames:
+            if "timestamp" in frame.columns:
+                frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
+            yield function(frame.reset_index(drop=True))
+
+    return log.select(*selected).mapInPandas(batches, schema)
+
+
+def _schema(columns, types) -> str:
+    return ", ".join(f"`{column}` {types.get(column, 'string')}" for column in columns)
+
+
 def sum_batches_spark(source, columns, function, keys, key_types, *, since=None, until=None, spark=None):
     """:func:`ragcal.logs.engines.sum_batches` on Spark: ``mapInPandas(function)`` then ``groupBy(keys).sum("n")``.
 
@@ -203,29 +228,31 @@ def sum_batches_spark(source, columns, function, keys, key_types, *, since=None,
     come along when present. ``key_types`` gives each key's Spark SQL type
     (default ``"string"``). Only the summed table comes back to Python.
     """
-    sql = _pyspark_sql()
-    F = sql.functions
+    F = _pyspark_sql().functions
     since, until = parse_time(since, "since"), parse_time(until, "until")
     spark, own_session = _session(source, spark)
     try:
-        log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
-        missing = [column for column in columns if column not in log.columns]
-        if missing:
-            raise ValueError(f"{source}: no column {missing[0]!r}; the log has {', '.join(log.columns)}")
-        selected = [_column(column).try_cast("double").alias(column) for column in columns]
-        selected += [_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
-        if "timestamp" in log.columns:
-            selected.append(_column("timestamp").try_cast("timestamp").alias("timestamp"))
-        schema = ", ".join(f"`{key}` {key_types.get(key, 'string')}" for key in keys) + ", n long"
-
-        def batches(frames):
-            for frame in frames:
-                if "timestamp" in frame.columns:
-                    frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
-                yield function(frame.reset_index(drop=True))
-
-        rows = log.select(*selected).mapInPandas(batches, schema).groupBy(*keys).agg(F.sum("n").alias("n")).collect()
+        schema = _schema(keys, key_types) + ", n long"
+        mapped = _mapped(spark, source, columns, function, schema, since, until)
+        rows = mapped.groupBy(*keys).agg(F.sum("n").alias("n")).collect()
     finally:
         if own_session:
             spark.stop()
     return pd.DataFrame([tuple(row) for row in rows], columns=[*keys, "n"])
+
+
+def collect_batches_spark(source, columns, function, output_columns, output_types, *, since=None, until=None,
+                          spark=None) -> pd.DataFrame:  # fmt: skip
+    """:func:`ragcal.logs.engines.collect_batches` on Spark: ``mapInPandas(function)``, every output row collected.
+
+    ``function`` must return few rows per batch (it runs on the workers; what it returns comes to the driver).
+    """
+    since, until = parse_time(since, "since"), parse_time(until, "until")
+    spark, own_session = _session(source, spark)
+    try:
+        schema = _schema(output_columns, output_types)
+        rows = _mapped(spark, source, columns, function, schema, since, until).collect()
+    finally:
+        if own_session:
+            spark.stop()
+    return pd.DataFrame([tuple(row) for row in rows], columns=list(output_columns))
