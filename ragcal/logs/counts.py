@@ -93,10 +93,15 @@ class LogCounts:
     frame : DataFrame
         :data:`COUNT_COLUMNS`; ``bin`` is the score (distinct) or the cell's lower edge (grid).
     binning : Binning
+        Over the oriented score (``score`` or ``-score``, higher meaning answerable).
     n_rows : int
         Rows read, NaN scores included.
     n_nan : int
         Rows whose score is missing: counted nowhere else (a gate refuses them).
+    higher_is_answerable : bool, default=True
+        The orientation the bins were made in. With False a grid cell is
+        ``(-(edge + width), -edge]`` in the signal's units, and ``bin`` holds
+        ``-edge``: a threshold on a bin answers ``score <= bin`` for whole cells.
     """
 
     signal: str
@@ -104,13 +109,20 @@ class LogCounts:
     binning: Binning
     n_rows: int
     n_nan: int
+    higher_is_answerable: bool = True
+
+    @property
+    def sign(self) -> float:
+        """1 when higher means answerable, else -1: ``sign * bin`` is the oriented score."""
+        return 1.0 if self.higher_is_answerable else -1.0
 
     def _labeled(self, value: bool) -> pd.DataFrame:
         labeled = self.frame[self.frame["answerable"].notna()]
         return labeled[labeled["answerable"].astype(bool) == value]
 
     def _by_bin(self, frame) -> pd.Series:
-        return frame.groupby("bin")["n"].sum().sort_index()
+        """Counts per oriented bin (``sign * bin``), ascending."""
+        return frame.assign(bin=self.sign * frame["bin"]).groupby("bin")["n"].sum().sort_index()
 
     def auc(self) -> float:
         """Mann–Whitney AUC of answerable against unanswerable rows, ties counted half; NaN with one class."""
@@ -133,13 +145,14 @@ class LogCounts:
             raise ValueError(f"{self.signal}: keep@{keep:g} needs at least one answerable row with a score")
         needed = max(math.ceil(keep * total - 1e-12), 1)
         kept_from = positive[::-1].cumsum()[::-1]  # rows at or above each bin
-        return float(kept_from.index[kept_from.to_numpy() >= needed].max())
+        return self.sign * float(kept_from.index[kept_from.to_numpy() >= needed].max())
 
     def answered(self, threshold: float, *, confidence: float = 0.95) -> pd.DataFrame:
         """Per slice (and label), the rows at or above ``threshold``: ``k``, ``n``, share and exact interval."""
         from ..metrics.outcomes import clopper_pearson
 
-        frame = self.frame.assign(k=np.where(self.frame["bin"].to_numpy(float) >= threshold, self.frame["n"], 0))
+        oriented = self.sign * self.frame["bin"].to_numpy(float)
+        frame = self.frame.assign(k=np.where(oriented >= self.sign * threshold, self.frame["n"], 0))
         grouped = frame.groupby(["slice"], sort=True, dropna=False)[["k", "n"]].sum().reset_index()
         low, high = clopper_pearson(grouped["k"], grouped["n"], confidence=confidence)
         return grouped.assign(share=grouped["k"] / grouped["n"], low=low, high=high)
@@ -157,21 +170,27 @@ def canonical(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[order].reset_index(drop=True)[list(COUNT_COLUMNS)]
 
 
-def count_log(table: pd.DataFrame, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS) -> LogCounts:
-    """The pandas engine: a score log already in memory (a score table or a live log) as counts of ``signal``."""
+def count_log(table: pd.DataFrame, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS,
+              higher_is_answerable: bool = True) -> LogCounts:  # fmt: skip
+    """The pandas engine: a score log already in memory (a score table or a live log) as counts of ``signal``.
+
+    ``higher_is_answerable`` orients the grid (see :class:`LogCounts`); distinct bins do not depend on it.
+    """
     if signal not in table.columns:
         raise ValueError(f"count_log: no column {signal!r}; the log has {', '.join(map(str, table.columns))}")
     scores = pd.to_numeric(table[signal], errors="coerce").to_numpy(np.float64)
     present = ~np.isnan(scores)
     kept = scores[present]
+    sign = 1.0 if higher_is_answerable else -1.0
+    oriented = sign * kept
     binning = choose_binning(
         int(pd.unique(kept).size),
-        float(kept.min()) if kept.size else math.nan,
-        float(kept.max()) if kept.size else math.nan,
+        float(oriented.min()) if kept.size else math.nan,
+        float(oriented.max()) if kept.size else math.nan,
         max_distinct=max_distinct,
         bins=bins,
     )
-    bin_value = kept if binning.kind == "distinct" else binning.edges(grid_index(kept, binning))
+    bin_value = kept if binning.kind == "distinct" else sign * binning.edges(grid_index(oriented, binning))
     slices = table["slice"].astype(str).to_numpy()[present] if "slice" in table.columns else np.full(kept.size, "all")
     if "answerable" in table.columns:
         labels = label_values(table["answerable"].to_numpy(object)[present])
@@ -179,4 +198,6 @@ def count_log(table: pd.DataFrame, signal: str, *, max_distinct=MAX_DISTINCT, bi
         labels = np.full(kept.size, None, dtype=object)
     frame = pd.DataFrame({"slice": slices, "answerable": labels, "bin": bin_value})
     counted = frame.groupby(["slice", "answerable", "bin"], dropna=False, sort=False).size().rename("n").reset_index()
-    return LogCounts(signal, canonical(counted), binning, int(scores.size), int((~present).sum()))
+    return LogCounts(
+        signal, canonical(counted), binning, int(scores.size), int((~present).sum()), bool(higher_is_answerable)
+    )

@@ -23,7 +23,7 @@ __all__ = ["count_log_duckdb"]
 
 
 def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, since=None, until=None,
-                     memory_limit="1GB", threads=None) -> LogCounts:  # fmt: skip
+                     higher_is_answerable=True, memory_limit="1GB", threads=None) -> LogCounts:  # fmt: skip
     """Counts of ``signal`` in the log at ``source``, computed inside DuckDB (see the module docstring).
 
     ``since``/``until`` keep the rows whose ``timestamp`` is in ``[since, until)`` (ISO 8601 text or datetimes).
@@ -35,10 +35,12 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
         if signal not in columns:
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(columns)}")
         score = f'TRY_CAST("{signal}" AS DOUBLE)'
+        sign = 1.0 if higher_is_answerable else -1.0
+        oriented = f"({sign!r} * {score})"
         n_rows, n_nan, n_distinct, low, high = connection.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {score} IS NULL OR isnan({score})), "
             f"count(DISTINCT {score}) FILTER (WHERE NOT isnan({score})), "
-            f"min({score}) FILTER (WHERE NOT isnan({score})), max({score}) FILTER (WHERE NOT isnan({score})) "
+            f"min({oriented}) FILTER (WHERE NOT isnan({score})), max({oriented}) FILTER (WHERE NOT isnan({score})) "
             "FROM score_log"
         ).fetchone()
         binning = choose_binning(
@@ -50,7 +52,7 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
         else:
             width = repr(binning.width)
             bin_expression = (
-                f"least(greatest(floor(({score} - {binning.low!r}) / {width}), 0), {binning.bins - 1})::BIGINT"
+                f"least(greatest(floor(({oriented} - {binning.low!r}) / {width}), 0), {binning.bins - 1})::BIGINT"
             )
         slice_expression = 'CAST("slice" AS VARCHAR)' if "slice" in columns else "'all'"
         if "answerable" in columns:
@@ -65,5 +67,5 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
     finally:
         connection.close()
     if binning.kind == "grid":
-        counted["bin"] = binning.edges(counted["bin"].to_numpy(np.int64))
-    return LogCounts(signal, canonical(counted), binning, int(n_rows), int(n_nan))
+        counted["bin"] = sign * binning.edges(counted["bin"].to_numpy(np.int64))
+    return LogCounts(signal, canonical(counted), binning, int(n_rows), int(n_nan), bool(higher_is_answerable))

@@ -53,7 +53,7 @@ def choose_engine(engine: str, source) -> str:
 
 
 def count_signal(source, signal: str, *, engine: str = "auto", since=None, until=None, max_distinct=MAX_DISTINCT,
-                 bins=DEFAULT_BINS) -> LogCounts:  # fmt: skip
+                 bins=DEFAULT_BINS, higher_is_answerable: bool = True) -> LogCounts:  # fmt: skip
     """Counts of ``signal`` per slice, label and score bin in the log at ``source``, by ``engine``.
 
     The three engines give identical counts (tested); see :mod:`ragcal.logs.counts` for the bins.
@@ -62,12 +62,18 @@ def count_signal(source, signal: str, *, engine: str = "auto", since=None, until
     since, until = parse_time(since, "since"), parse_time(until, "until")
     if engine == "pandas":
         table = read_pandas(source, [signal], since, until)
-        return count_log(table, signal, max_distinct=max_distinct, bins=bins)
+        return count_log(table, signal, max_distinct=max_distinct, bins=bins, higher_is_answerable=higher_is_answerable)
     if engine == "duckdb":
-        return count_log_duckdb(source, signal, max_distinct=max_distinct, bins=bins, since=since, until=until)
+        return count_log_duckdb(
+            source, signal, max_distinct=max_distinct, bins=bins, since=since, until=until,
+            higher_is_answerable=higher_is_answerable,
+        )  # fmt: skip
     from .spark_counts import count_log_spark
 
-    return count_log_spark(source, signal, max_distinct=max_distinct, bins=bins, since=since, until=until)
+    return count_log_spark(
+        source, signal, max_distinct=max_distinct, bins=bins, since=since, until=until,
+        higher_is_answerable=higher_is_answerable,
+    )  # fmt: skip
 
 
 def log_batches(source, columns, *, engine: str = "auto", since=None, until=None,

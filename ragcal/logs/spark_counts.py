@@ -117,7 +117,7 @@ def _session(source, spark):
 
 
 def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFAULT_BINS, since=None, until=None,
-                    spark=None) -> LogCounts:  # fmt: skip
+                    higher_is_answerable=True, spark=None) -> LogCounts:  # fmt: skip
     """Counts of ``signal`` in a score log, computed by Spark (see the module docstring).
 
     Parameters
@@ -153,13 +153,16 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(log.columns)}")
         score = _column(signal).try_cast("double")
         missing = score.isNull() | F.isnan(score)
+        sign = 1.0 if higher_is_answerable else -1.0
+        oriented = F.lit(sign) * score
         present_score = F.when(~missing, score)
+        present_oriented = F.when(~missing, oriented)
         summary = log.agg(
             F.count(F.lit(1)).alias("n_rows"),
             F.count(F.when(missing, 1)).alias("n_nan"),
             F.count_distinct(present_score).alias("n_distinct"),
-            F.min(present_score).alias("low"),
-            F.max(present_score).alias("high"),
+            F.min(present_oriented).alias("low"),
+            F.max(present_oriented).alias("high"),
         ).first()
         binning = choose_binning(
             int(summary["n_distinct"]),
@@ -171,7 +174,7 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
         if binning.kind == "distinct":
             bin_column = score
         else:
-            cell = F.floor((score - F.lit(binning.low)) / F.lit(binning.width))
+            cell = F.floor((oriented - F.lit(binning.low)) / F.lit(binning.width))
             bin_column = F.least(F.greatest(cell, F.lit(0)), F.lit(binning.bins - 1)).cast("long")
         slice_column = _column("slice").cast("string") if "slice" in log.columns else F.lit("all")
         if "answerable" in log.columns:
@@ -191,8 +194,10 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
             spark.stop()
     frame = pd.DataFrame([tuple(row) for row in counted], columns=list(COUNT_COLUMNS))
     if binning.kind == "grid":
-        frame["bin"] = binning.edges(frame["bin"].to_numpy(np.int64))
-    return LogCounts(signal, canonical(frame), binning, int(summary["n_rows"]), int(summary["n_nan"]))
+        frame["bin"] = sign * binning.edges(frame["bin"].to_numpy(np.int64))
+    return LogCounts(
+        signal, canonical(frame), binning, int(summary["n_rows"]), int(summary["n_nan"]), bool(higher_is_answerable)
+    )
 
 
 def _mapped(spark, source, columns, function, schema, since, until):

@@ -40,12 +40,12 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "MEASURES",
+    "paired_selective_difference",
     "risk_coverage",
     "selective_areas",
-    "selective_summary",
-    "paired_selective_difference",
     "selective_comparison",
-    "MEASURES",
+    "selective_summary",
 ]
 
 #: The areas :func:`selective_areas` returns, lower is better for each.
