@@ -114,16 +114,20 @@ def _fit_oriented(name, value, positive: _Class, negative: _Class, *, delta: flo
         k = _largest_feasible(positive.n, 1 - value, delta)
         if k == 0:
             return -math.inf, [
-                f"threshold_recall_guarantee: {positive.n} answerable calibration scores cannot guarantee recall >= "
-                f"{value} with confidence {1 - delta}; returning -inf (answer everything)"
+                (
+                    f"threshold_recall_guarantee: {positive.n} answerable calibration scores cannot guarantee recall >= "
+                    f"{value} with confidence {1 - delta}; returning -inf (answer everything)"
+                )
             ]
         return float(positive.at(k - 1)), []
     if name == "false_answer_guarantee":
         j = _largest_feasible(negative.n, value, delta)
         if j == 0:
             return math.inf, [
-                f"threshold_false_answer_guarantee: {negative.n} unanswerable calibration scores cannot guarantee a "
-                f"false-answer rate <= {value} with confidence {1 - delta}; returning +inf (refuse everything)"
+                (
+                    f"threshold_false_answer_guarantee: {negative.n} unanswerable calibration scores cannot guarantee a "
+                    f"false-answer rate <= {value} with confidence {1 - delta}; returning +inf (refuse everything)"
+                )
             ]
         score = float(negative.at(negative.n - j))
         # Strictly above that score; on a grid, above its whole cell (the next edge).
