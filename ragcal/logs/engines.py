@@ -47,6 +47,9 @@ def choose_engine(engine: str, source) -> str:
     engine = check_choice(engine, "engine", "choose_engine", ENGINES)
     if engine != "auto":
         return engine
+    text = str(source)
+    if not any(character in text for character in "*?[") and not Path(text).exists():
+        return "pandas"  # which says the file is missing, as for any table
     _, files = log_files(source)
     many = len(files) > 1 or str(source) != files[0]
     return "duckdb" if many or Path(files[0]).stat().st_size > AUTO_BYTES else "pandas"

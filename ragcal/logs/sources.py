@@ -41,7 +41,8 @@ def log_files(source) -> tuple[str, list[str]]:
     else:
         if not Path(text).is_file():
             raise FileNotFoundError(f"{text}: score log not found")
-        files = [text]
+        # One file: Parquet by its name, anything else CSV (as ragcal.score_tables reads it).
+        return ("parquet" if text.endswith((".parquet", ".pq")) else "csv"), [text]
     if not files:
         raise FileNotFoundError(f"{text}: no Parquet files there")
     kinds = {
