@@ -106,6 +106,16 @@ def duckdb_view(connection, source, since, until):
     if (since is not None or until is not None) and "timestamp" not in columns:
         raise ValueError(f"{source}: --since/--until need a 'timestamp' column, and the log has none")
     relation.create_view("raw_log")
+    if since is not None or until is not None:
+        bad = connection.execute(
+            'SELECT count(*), any_value("timestamp"::VARCHAR) FROM raw_log '
+            'WHERE "timestamp" IS NOT NULL AND TRY_CAST("timestamp" AS TIMESTAMPTZ) IS NULL'
+        ).fetchone()
+        if bad[0]:
+            raise ValueError(
+                f"{source}, column 'timestamp': {bad[0]:,} values are not ISO 8601 dates and times "
+                f"(e.g. {bad[1]!r}); the window cannot place them"
+            )
     connection.execute(f"CREATE VIEW score_log AS SELECT * FROM raw_log WHERE {window_sql(since, until)}")
     return columns
 

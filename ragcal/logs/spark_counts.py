@@ -93,13 +93,30 @@ def _read(spark, source):
     return spark.read.csv(files, header=True)  # every column as text, cast below as DuckDB casts
 
 
+def _timestamp(log):
+    """The ``timestamp`` column as Spark timestamps; ISO 8601 text without seconds gets ``:00`` (Spark needs them)."""
+    from pyspark.sql import functions
+
+    column = _column("timestamp")
+    if dict(log.dtypes)["timestamp"] == "string":
+        column = functions.regexp_replace(column, r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d)(?=[Z+-]|$)", "$1:00")
+    return column.try_cast("timestamp")
+
+
 def _window(log, source, since, until):
     """The rows of ``log`` whose ``timestamp`` is in ``[since, until)``."""
     if since is None and until is None:
         return log
     if "timestamp" not in log.columns:
         raise ValueError(f"{source}: --since/--until need a 'timestamp' column, and the log has none")
-    stamp = _column("timestamp").try_cast("timestamp")
+    stamp = _timestamp(log)
+    bad = log.where(_column("timestamp").isNotNull() & stamp.isNull())
+    first = bad.select(_column("timestamp").cast("string")).first()
+    if first is not None:
+        raise ValueError(
+            f"{source}, column 'timestamp': {bad.count():,} values are not ISO 8601 dates and times "
+            f"(e.g. {first[0]!r}); the window cannot place them"
+        )
     if since is not None:
         log = log.where(stamp >= since.to_pydatetime())
     if until is not None:
@@ -210,7 +227,7 @@ def _mapped(spark, source, columns, function, schema, since, until):
     selected = [_column(column).try_cast("double").alias(column) for column in columns]
     selected += [_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
     if "timestamp" in log.columns:
-        selected.append(_column("timestamp").try_cast("timestamp").alias("timestamp"))
+        selected.append(_timestamp(log).alias("timestamp"))
 
     def batches(frames):
         for frame in frames:

@@ -46,7 +46,11 @@ def test_exact_counts_give_the_in_memory_auc_threshold_and_shares():
 
 def test_a_hand_computed_case_with_ties_and_one_class():
     log = pd.DataFrame(
-        {"answerable": [True, True, False, False, False], "slice": ["a", "a", "u", "u", "u"], "s": [0.9, 0.5, 0.5, 0.2, np.nan]}
+        {
+            "answerable": [True, True, False, False, False],
+            "slice": ["a", "a", "u", "u", "u"],
+            "s": [0.9, 0.5, 0.5, 0.2, np.nan],
+        }
     )
     counts = count_log(log, "s")
     # Pairs (pos, neg): (0.9, 0.5) 1, (0.9, 0.2) 1, (0.5, 0.5) 1/2, (0.5, 0.2) 1 -> 3.5 / 4.

@@ -1,5 +1,6 @@
 """The Spark engine on a real local Spark (``local[2]``, Java 17): the same counts as the pandas and DuckDB engines."""
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_log_counts import synthetic_log
@@ -8,7 +9,7 @@ from ragcal.logs.counts import count_log
 from ragcal.logs.duckdb_counts import count_log_duckdb
 from ragcal.logs.spark_counts import count_log_spark, local_spark_session
 
-# pyspark warns at start-up that it does not fully support pandas 3; the engine hands Spark no pandas object.
+# pyspark warns that it does not fully support pandas 3; its mapInPandas batches are tested below.
 pytestmark = pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")
 
 
@@ -81,3 +82,38 @@ def test_spark_reads_labels_as_written_and_names_what_is_wrong(spark, tmp_path):
         count_log_spark(unlabeled, "missing", spark=spark)
     with pytest.raises(FileNotFoundError, match="score log not found"):
         count_log_spark(tmp_path / "nothing.csv", "s", spark=spark)
+
+
+def test_calibration_from_spark_counts_is_the_in_memory_one_and_the_window_is_applied(spark, tmp_path):
+    import warnings
+
+    from ragcal.calibration import calibrate
+    from ragcal.logs.calibration_counts import calibrate_counts
+    from ragcal.logs.engines import sum_batches
+
+    log = synthetic_log(4_000, seed=7, distinct=250)
+    log["timestamp"] = pd.date_range("2026-03-01", periods=len(log), freq="h", tz="UTC").strftime("%Y-%m-%dT%H:%MZ")
+    log.to_csv(tmp_path / "log.csv", index=False)
+    inside = log[(log["timestamp"] >= "2026-03-10") & (log["timestamp"] < "2026-04-01")]
+    rules = ["keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
+    counts = count_log_spark(tmp_path / "log.csv", "s", since="2026-03-10", until="2026-04-01",
+                             higher_is_answerable=False, spark=spark)  # fmt: skip
+    assert counts.frame["n"].sum() + counts.n_nan == len(inside)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = calibrate(inside, "s", rules, higher_is_answerable=False, bootstrap_rows=500)
+    result = calibrate_counts(counts, rules, bootstrap_rows=500)
+    pd.testing.assert_frame_equal(result.thresholds[expected.thresholds.columns], expected.thresholds,
+                                  check_exact=True, check_dtype=False)  # fmt: skip
+    aucs = result.auc.sort_values("comparison").reset_index(drop=True)
+    expected_aucs = expected.auc.sort_values("comparison").reset_index(drop=True)
+    pd.testing.assert_frame_equal(aucs, expected_aucs, check_exact=False, rtol=0, atol=1e-12)
+
+    # A Python function per batch (mapInPandas on the workers), summed: the same as on the rows in memory.
+    def above(batch):
+        high = np.where(batch["s"] >= 0.5, "high", np.where(batch["s"] < 0.5, "low", "missing"))
+        return pd.DataFrame({"band": high}).groupby("band").size().rename("n").reset_index()
+
+    summed = sum_batches(tmp_path / "log.csv", ["s"], above, ["band"], engine="spark", since="2026-03-10",
+                         until="2026-04-01")  # fmt: skip
+    assert dict(zip(summed["band"], summed["n"])) == above(inside).set_index("band")["n"].to_dict()
