@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ._options import LazyHelp, add_signals_module, warn
+from ._options import LazyHelp, add_engine_options, add_signals_module, warn
 
 
 def _rules_help() -> str:
@@ -64,31 +64,6 @@ def add_parsers(commands) -> None:
     add_engine_options(calibrate)
     add_signals_module(calibrate)
     calibrate.set_defaults(run=run_calibrate)
-
-
-def add_engine_options(parser) -> None:
-    """``--engine``, ``--since``, ``--until`` and ``--bins``, for the commands that read a log of any size."""
-    from ..logs.counts import DEFAULT_BINS, MAX_DISTINCT
-
-    parser.add_argument(
-        "--engine",
-        choices=("auto", "pandas", "duckdb", "spark"),
-        default="auto",
-        help="what reads the log: pandas (in memory), duckdb (out of core, memory bounded) or spark (the optional "
-        "pyspark extra; a local Spark unless one is active); auto (default) picks DuckDB for a folder, a glob or a "
-        "file above 256 MB. DuckDB and Spark compute from counts per slice, label and score bin",
-    )
-    parser.add_argument("--since", default=None, metavar="TIME",
-                        help="keep rows whose 'timestamp' is at or after TIME (ISO 8601; UTC unless it has a zone)")
-    parser.add_argument("--until", default=None, metavar="TIME", help="keep rows whose 'timestamp' is before TIME")
-    parser.add_argument(
-        "--bins",
-        type=int,
-        default=DEFAULT_BINS,
-        help=f"grid cells over the score range when the log has more than {MAX_DISTINCT:,} distinct scores "
-        f"(default {DEFAULT_BINS:,}: a threshold moves by at most 1e-4 of the range); below that, one bin per "
-        "distinct score and every number is exact",
-    )
 
 
 def _print_auc(result) -> None:

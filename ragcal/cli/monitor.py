@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: ``ragcal.logs.engines.ENGINES``, written out so that ``ragcal --help`` does not import pandas (a test checks).
-ENGINES = ("auto", "pandas", "duckdb", "spark")
+from ._options import add_engine_options
 
 #: Exit codes, as ``--help`` states them.
 NO_SHIFT, SHIFT, ERROR = 0, 1, 2
@@ -36,15 +35,7 @@ def add_parsers(commands) -> None:
     monitor.add_argument("--alpha", type=float, default=0.05, help="false-alarm rate over all tests (default 0.05)")
     monitor.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and the martingale (default 0)")
     monitor.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    monitor.add_argument("--engine", choices=ENGINES, default="auto",
-                         help="who reads the live log: pandas (in memory), duckdb (out of core), spark; auto picks "
-                         "DuckDB for a folder, a glob or a file above 256 MB (default auto)")
-    monitor.add_argument("--since", default=None, metavar="T",
-                         help="keep live rows with timestamp >= T (ISO 8601; no zone means UTC)")
-    monitor.add_argument("--until", default=None, metavar="T", help="keep live rows with timestamp < T")
-    monitor.add_argument("--bins", type=int, default=None,
-                         help="duckdb/spark: grid cells over a signal's live range when it has more than 200,000 "
-                         "distinct scores (default 10,000: a cell is 1e-4 of the range)")
+    add_engine_options(monitor)
     monitor.set_defaults(run=run_monitor)
 
 
@@ -62,8 +53,7 @@ def run_monitor(args) -> int:
             f"{args.gate}: the gate file does not record the score table it was fitted on{hint}; "
             "give it with --calibration SCORES.csv"
         )
-    bins = {} if args.bins is None else {"bins": args.bins}
     report = monitor_log(document["gate"], args.live_log, args.calibration, engine=args.engine, since=args.since,
-                         until=args.until, alpha=args.alpha, random_state=args.seed, **bins)  # fmt: skip
+                         until=args.until, bins=args.bins, alpha=args.alpha, random_state=args.seed)  # fmt: skip
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.to_markdown(), end="\n" if args.json else "")
     return SHIFT if report.shift_detected else NO_SHIFT

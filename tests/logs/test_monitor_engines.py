@@ -8,9 +8,12 @@ import pytest
 from scipy.stats import ks_2samp
 
 from ragcal.cli import main
-from ragcal.cli.monitor import ENGINES as CLI_ENGINES
+from ragcal.cli._options import DEFAULT_BINS as CLI_BINS
+from ragcal.cli._options import ENGINES as CLI_ENGINES
+from ragcal.cli._options import MAX_DISTINCT as CLI_MAX_DISTINCT
 from ragcal.gates.files import save_gate
 from ragcal.gates.threshold import ThresholdGate
+from ragcal.logs.counts import DEFAULT_BINS, MAX_DISTINCT
 from ragcal.logs.engines import ENGINES
 from ragcal.logs.monitor_counts import (
     KS_EXACT_ROWS,
@@ -125,6 +128,7 @@ def test_median_from_counts_and_the_bootstrap_of_order_statistics():
 
 def test_cli_engines_are_the_library_engines():
     assert CLI_ENGINES == ENGINES
+    assert (CLI_BINS, CLI_MAX_DISTINCT) == (DEFAULT_BINS, MAX_DISTINCT)
 
 
 @pytest.mark.parametrize("name", ["live.parquet", "live.csv", "lake"])
