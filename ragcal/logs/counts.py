@@ -57,8 +57,8 @@ class Binning:
             return "exact: one bin per distinct score, every statistic equals the in-memory one"
         return (
             f"binned: {self.bins:,} cells of width {self.width:.3g} over [{self.low:.6g}, {self.high:.6g}]; "
-            f"thresholds are cell edges at most {self.width:.3g} below the exact ones, and pairs within a cell "
-            "count as ties in the AUC"
+            f"thresholds are cell edges within {self.width:.3g} of the exact ones, on the side that keeps each "
+            "rule's promise, and pairs within a cell count as ties in the AUC"
         )
 
     def edges(self, index) -> np.ndarray:
