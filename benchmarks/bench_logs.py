@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON too")
     options = parser.parse_args(argv)
     root = options.folder or Path(tempfile.mkdtemp(prefix="ragcal-bench-logs-"))
+    root.mkdir(parents=True, exist_ok=True)
     rows_out = []
     gate, calibration = write_gate(root)
     try:
