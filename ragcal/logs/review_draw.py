@@ -128,7 +128,7 @@ def _smallest_keys(batch: pd.DataFrame, gate, cutoffs: dict, taken: dict, seed: 
             "decision": action,
             "score": decisions["score"].to_numpy(dtype=float),
             "stratum": [f"{a}/{'near' if n else 'far'}" for a, n in zip(action, near)],
-            "stage": [None if value is None or value != value else str(value) for value in stage],
+            "stage": [None if pd.isna(value) else str(value) for value in stage],
             "bar_distance": distance,
             "draw_key": keys,
         }
