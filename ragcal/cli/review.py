@@ -17,10 +17,11 @@ def add_parsers(commands) -> None:
         "decision and by distance to the bar, retrieves each question's top passages with the index the gate was "
         "fitted on, and writes the labeling CSV. The log may be larger than memory: every engine reads it in "
         "batches, and a seeded hash of each row's id picks the rows (the smallest keys of each stratum), so that "
-        "the same log gives the same sample on pandas, DuckDB and Spark, and whether it is one file or many. `ragcal review --gate G --labels sample.csv` estimates, with exact "
-        "intervals for the stratified design, the share of refusals that were answerable (against seed 003's 20%% "
-        "rule) and of answers that were unanswerable or unsupported; with --calibration and --refit it refits the "
-        "gate on the calibration table plus the new labels.",
+        "the same log gives the same sample on pandas, DuckDB and Spark, and whether it is one file or many. "
+        "`ragcal review --gate G --labels sample.csv` estimates, with exact intervals for the stratified design, "
+        "the share of refusals that were answerable (against seed 003's 20%% rule) and of answers that were "
+        "unanswerable or unsupported; with --calibration and --refit it refits the gate on the calibration table "
+        "plus the new labels.",
     )
     review.add_argument("live_log", nargs="?", default=None, metavar="LIVE_LOG",
                         help="score log (CSV, CSV.gz or Parquet file, folder or glob of Parquet files) with a 'query' "

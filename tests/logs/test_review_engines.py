@@ -61,7 +61,7 @@ def spark():
 
 
 def test_every_engine_and_file_split_draws_the_same_sample(logs):
-    log, folder = logs
+    _, folder = logs
     expected = review_sample_log(HEDGED, folder / "one.parquet", engine="pandas", size=48, seed=3)
     assert list(expected.columns[: len(REVIEW_COLUMNS)]) == list(REVIEW_COLUMNS)
     assert len(expected) == 48 and expected["id"].is_unique
@@ -153,7 +153,7 @@ def test_a_log_without_ids_is_keyed_by_its_query(tmp_path):
 
 
 def test_spark_draws_the_sample_of_duckdb(logs, spark):
-    log, folder = logs
+    _, folder = logs
     expected = review_sample_log(HEDGED, folder / "parts", engine="duckdb", size=30, seed=1, since="2026-05-01T03:00")
     drawn = review_sample_log(HEDGED, folder / "parts", engine="spark", size=30, seed=1, since="2026-05-01T03:00")
     pd.testing.assert_frame_equal(drawn, expected)
@@ -176,6 +176,11 @@ def test_cli_draws_with_duckdb_and_the_labels_read_back(tmp_path, capsys):
     sample.assign(answerable=np.where(sample["decision"] == "refuse", "true", "false")).to_csv(out, index=False)
     labels = read_review_labels(out)
     assert labels["labeled"].all() and labels["stratum_size"].groupby(labels["stratum"]).first().sum() == 40
-    assert review_estimates(labels) is not None
+    estimates = review_estimates(labels)
+    assert estimates.strata["stratum_size"].sum() == 40
+    table = estimates.table.set_index("estimand")
+    refusals = labels[labels["decision"] == "refuse"].groupby("stratum")["stratum_size"].first()
+    assert table.loc["refusals_answerable", "population"] == refusals.sum() > 0
+    assert table.loc["refusals_answerable", "estimate"] == 1.0 and table.loc["answers_unanswerable", "estimate"] == 1.0
     assert main([*arguments[:4], "--out", str(out), "--engine", "duckdb", "--until", "2020-01-01"]) == 2
     assert "--since/--until need a 'timestamp' column" in capsys.readouterr().err
