@@ -75,7 +75,7 @@ def _decided(batch: pd.DataFrame, gate):
 
     decisions = gate.decide_table(batch)
     distance, group = bar_distances(gate, batch, decisions)
-    group = np.array(["" if name is None else str(name) for name in group], dtype=object)
+    group = pd.Series(group, dtype=object).fillna("").astype(str).to_numpy(dtype=object)
     return decisions, decisions["action"].to_numpy(dtype=object), group, distance + 0.0  # -0.0 as 0.0
 
 
@@ -85,6 +85,14 @@ def _buckets(distance: np.ndarray) -> np.ndarray:
     bucket = np.full(distance.shape, -1, dtype=np.int64)
     bucket[finite] = distance[finite].view(np.int64) >> BUCKET_SHIFT
     return bucket
+
+
+def _per_pair(values: dict, action: np.ndarray, group: np.ndarray, default) -> np.ndarray:
+    """``values[(decision, group)]`` of each row, ``default`` for a pair not in ``values``."""
+    result = np.full(len(action), default, dtype=np.asarray(default).dtype)
+    for (decision, name), value in values.items():
+        result[(action == decision) & (group == name)] = value
+    return result
 
 
 def _bucket_counts(batch: pd.DataFrame, gate) -> pd.DataFrame:
@@ -101,7 +109,7 @@ def _cut_bucket_distances(batch: pd.DataFrame, gate, cut_buckets: dict) -> pd.Da
     if batch.empty:
         return pd.DataFrame({"decision": [], "group": [], "distance": [], "n": []})
     _, action, group, distance = _decided(batch, gate)
-    wanted = np.array([cut_buckets.get(pair, -2) for pair in zip(action, group)], dtype=np.int64)
+    wanted = _per_pair(cut_buckets, action, group, -2)
     inside = _buckets(distance) == wanted
     frame = pd.DataFrame({"decision": action[inside], "group": group[inside], "distance": distance[inside]})
     return frame.groupby(["decision", "group", "distance"]).size().rename("n").reset_index()
@@ -113,29 +121,39 @@ def _smallest_keys(batch: pd.DataFrame, gate, cutoffs: dict, taken: dict, seed: 
     if batch.empty:
         return pd.DataFrame({column: [] for column in columns})
     decisions, action, group, distance = _decided(batch, gate)
-    cutoff = np.array([cutoffs.get(pair, math.nan) for pair in zip(action, group)], dtype=float)
+    cutoff = _per_pair(cutoffs, action, group, math.nan)
     near = np.isfinite(distance) & (distance <= cutoff)
+    stratum = (pd.Series(action, dtype=object) + np.where(near, "/near", "/far")).to_numpy(dtype=object)
     keys = draw_keys(batch["id"] if has_id else batch["query"], seed)
+    candidates = []
+    for name, count in taken.items():
+        members = np.flatnonzero(stratum == name)
+        if len(members) > count:  # the count smallest keys, and any row tied with the last of them
+            last = np.partition(keys[members], count - 1)[count - 1]
+            members = members[keys[members] <= last]
+        candidates.append(members)
+    rows = np.sort(np.concatenate(candidates)) if candidates else np.array([], dtype=np.int64)
+    kept_keys = keys[rows]
     if has_id:
-        ids = batch["id"].astype(str).str.strip().to_numpy(dtype=object)
+        ids = batch["id"].iloc[rows].astype(str).str.strip().to_numpy(dtype=object)
     else:
-        ids = np.array([f"live-{key:016x}" for key in keys.view(np.uint64)], dtype=object)
-    stage = decisions["stage"].to_numpy(dtype=object)
-    rows = pd.DataFrame(
+        ids = np.array([f"live-{key:016x}" for key in kept_keys.view(np.uint64)], dtype=object)
+    stage = decisions["stage"].to_numpy(dtype=object)[rows]
+    frame = pd.DataFrame(
         {
             "id": ids,
-            "query": batch["query"].astype(str).to_numpy(dtype=object),
-            "decision": action,
-            "score": decisions["score"].to_numpy(dtype=float),
-            "stratum": [f"{a}/{'near' if n else 'far'}" for a, n in zip(action, near)],
+            "query": batch["query"].iloc[rows].astype(str).to_numpy(dtype=object),
+            "decision": action[rows],
+            "score": decisions["score"].to_numpy(dtype=float)[rows],
+            "stratum": stratum[rows],
             "stage": [None if pd.isna(value) else str(value) for value in stage],
-            "bar_distance": distance,
-            "draw_key": keys,
+            "bar_distance": distance[rows],
+            "draw_key": kept_keys,
         }
     )
     for column in gate.columns:
-        rows[column] = batch[column].to_numpy(dtype=float)
-    return _keep_smallest(rows, taken)[columns]
+        frame[column] = batch[column].to_numpy(dtype=float)[rows]
+    return _keep_smallest(frame, taken)[columns]
 
 
 def _keep_smallest(rows: pd.DataFrame, taken: dict) -> pd.DataFrame:
