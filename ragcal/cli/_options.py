@@ -27,8 +27,8 @@ ENGINES = ("auto", "pandas", "duckdb", "spark")
 MAX_DISTINCT, DEFAULT_BINS = 200_000, 10_000
 
 
-def add_engine_options(parser) -> None:
-    """``--engine``, ``--since``, ``--until`` and ``--bins``: the options of the commands that read a log of any size."""
+def add_engine_options(parser, *, bins: bool = True) -> None:
+    """``--engine``, ``--since``, ``--until`` and (with ``bins``) ``--bins``: for commands that read a log of any size."""
     parser.add_argument(
         "--engine",
         choices=ENGINES,
@@ -40,6 +40,8 @@ def add_engine_options(parser) -> None:
     parser.add_argument("--since", default=None, metavar="TIME",
                         help="keep rows whose 'timestamp' is at or after TIME (ISO 8601; UTC unless it has a zone)")
     parser.add_argument("--until", default=None, metavar="TIME", help="keep rows whose 'timestamp' is before TIME")
+    if not bins:
+        return
     parser.add_argument(
         "--bins",
         type=int,

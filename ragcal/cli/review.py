@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..logs.engines import ENGINES
+from ._options import add_engine_options
 from .gates import add_gate_index_options
 
 
@@ -29,12 +29,7 @@ def add_parsers(commands) -> None:
     review.add_argument("--out", type=Path, default=None, help="review CSV to write (draw mode)")
     review.add_argument("--size", type=int, default=60, help="rows to draw (default 60)")
     review.add_argument("--seed", type=int, default=0, help="seed of the hash that draws the rows (default 0)")
-    review.add_argument("--engine", choices=ENGINES, default="auto",
-                        help="what reads the log: pandas (in memory), duckdb (out of core), spark; auto = DuckDB for "
-                        "a folder, a glob or a file above 256 MB. All draw the same sample (default auto)")
-    review.add_argument("--since", default=None, metavar="T",
-                        help="keep rows whose 'timestamp' is at or after T (ISO 8601; UTC without a zone)")
-    review.add_argument("--until", default=None, metavar="T", help="keep rows whose 'timestamp' is before T")
+    add_engine_options(review, bins=False)
     review.add_argument("--near-share", type=float, default=0.5,
                         help="share of each decision's part of the sample drawn near the bar (default 0.5)")
     review.add_argument("--passages", type=int, default=3, metavar="K", help="top passages per question (default 3)")

@@ -101,7 +101,8 @@ def read_pandas(source, columns, since, until) -> pd.DataFrame:
 def duckdb_view(connection, source, since, until):
     """A DuckDB view ``score_log`` of the rows of ``source`` in the window; returns its columns."""
     kind, files = log_files(source)
-    relation = connection.read_parquet(files) if kind == "parquet" else connection.read_csv(files)
+    # CSV cells as text, cast where they are used (as Spark reads CSV): an id such as "1.50" stays "1.50".
+    relation = connection.read_parquet(files) if kind == "parquet" else connection.read_csv(files, all_varchar=True)
     columns = relation.columns
     if (since is not None or until is not None) and "timestamp" not in columns:
         raise ValueError(f"{source}: --since/--until need a 'timestamp' column, and the log has none")

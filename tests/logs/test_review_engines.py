@@ -73,6 +73,17 @@ def test_every_engine_and_file_split_draws_the_same_sample(logs):
     assert sizes_of(other) == sizes_of(expected) and set(other["id"]) != set(expected["id"])
 
 
+def test_csv_ids_that_look_like_numbers_stay_text_on_every_engine(tmp_path):
+    log = live_log(300, seed=5)
+    log["id"] = [f"{i}.50" for i in range(len(log))]  # "1.50" is not the number 1.5
+    log.to_csv(tmp_path / "numbers.csv", index=False)
+    expected = review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="pandas", size=20, seed=1)
+    assert expected["id"].str.endswith(".50").all()
+    pd.testing.assert_frame_equal(
+        review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="duckdb", size=20, seed=1), expected
+    )
+
+
 def test_the_draw_keeps_the_smallest_keys_and_the_strata_of_review_sample(logs):
     log, folder = logs
     sample = review_sample_log(HEDGED, folder / "parts", size=60, seed=0)
