@@ -197,14 +197,14 @@ def duplicate_id(source, *, engine: str = "auto", since=None, until=None):
         finally:
             connection.close()
         return found[0][0] if found else None
-    from .spark_counts import _column, _read, _session, _window
+    from .spark_counts import quoted_column, read_log, session_for, windowed
 
-    spark, own_session = _session(source, None)
+    spark, own_session = session_for(source, None)
     try:
         from pyspark.sql import functions
 
-        log = _window(_read(spark, source), source, since, until)
-        text = functions.trim(_column("id").cast("string")).alias("id")
+        log = windowed(read_log(spark, source), source, since, until)
+        text = functions.trim(quoted_column("id").cast("string")).alias("id")
         found = log.select(text).groupBy("id").count().where("count > 1").orderBy("id").limit(1).collect()
     finally:
         if own_session:

@@ -28,7 +28,16 @@ from .._params import check_int
 from .counts import COUNT_COLUMNS, DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
 from .sources import FALSE_TEXTS, TRUE_TEXTS, log_files, parse_time
 
-__all__ = ["collect_batches_spark", "count_log_spark", "local_spark_session", "sum_batches_spark"]
+__all__ = [
+    "collect_batches_spark",
+    "count_log_spark",
+    "local_spark_session",
+    "quoted_column",
+    "read_log",
+    "session_for",
+    "sum_batches_spark",
+    "windowed",
+]
 
 
 def _pyspark_sql():
@@ -75,13 +84,14 @@ def local_spark_session(*, cores: int = 2):
     return session
 
 
-def _column(name: str):
+def quoted_column(name: str):
+    """The Spark column named ``name``, quoted (a name may hold dots or spaces)."""
     from pyspark.sql import functions
 
     return functions.col("`" + name.replace("`", "``") + "`")
 
 
-def _read(spark, source):
+def read_log(spark, source):
     """A DataFrame of the log at ``source``: a local path, folder or glob (see ``log_files``) or a URI Spark lists."""
     text = str(source)
     if "://" in text and not text.startswith("file://"):  # a lake path (s3a://, abfss://, hdfs://): Spark lists it
@@ -97,21 +107,21 @@ def _timestamp(log):
     """The ``timestamp`` column as Spark timestamps; ISO 8601 text without seconds gets ``:00`` (Spark needs them)."""
     from pyspark.sql import functions
 
-    column = _column("timestamp")
+    column = quoted_column("timestamp")
     if dict(log.dtypes)["timestamp"] == "string":
         column = functions.regexp_replace(column, r"^(\d{4}-\d\d-\d\d[T ]\d\d:\d\d)(?=[Z+-]|$)", "$1:00")
     return column.try_cast("timestamp")
 
 
-def _window(log, source, since, until):
+def windowed(log, source, since, until):
     """The rows of ``log`` whose ``timestamp`` is in ``[since, until)``."""
     if since is None and until is None:
         return log
     if "timestamp" not in log.columns:
         raise ValueError(f"{source}: --since/--until need a 'timestamp' column, and the log has none")
     stamp = _timestamp(log)
-    bad = log.where(_column("timestamp").isNotNull() & stamp.isNull())
-    first = bad.select(_column("timestamp").cast("string")).first()
+    bad = log.where(quoted_column("timestamp").isNotNull() & stamp.isNull())
+    first = bad.select(quoted_column("timestamp").cast("string")).first()
     if first is not None:
         raise ValueError(
             f"{source}, column 'timestamp': {bad.count():,} values are not ISO 8601 dates and times "
@@ -124,7 +134,7 @@ def _window(log, source, since, until):
     return log
 
 
-def _session(source, spark):
+def session_for(source, spark):
     """``(session, own)``: the session given, the active one, or a local one that the caller must stop."""
     sql = _pyspark_sql()
     if spark is not None or isinstance(source, sql.DataFrame):
@@ -163,12 +173,12 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
     sql = _pyspark_sql()
     F = sql.functions
     since, until = parse_time(since, "since"), parse_time(until, "until")
-    spark, own_session = _session(source, spark)
+    spark, own_session = session_for(source, spark)
     try:
-        log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
+        log = windowed(source if isinstance(source, sql.DataFrame) else read_log(spark, source), source, since, until)
         if signal not in log.columns:
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(log.columns)}")
-        score = _column(signal).try_cast("double")
+        score = quoted_column(signal).try_cast("double")
         missing = score.isNull() | F.isnan(score)
         sign = 1.0 if higher_is_answerable else -1.0
         oriented = F.lit(sign) * score
@@ -193,9 +203,9 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
         else:
             cell = F.floor((oriented - F.lit(binning.low)) / F.lit(binning.width))
             bin_column = F.least(F.greatest(cell, F.lit(0)), F.lit(binning.bins - 1)).cast("long")
-        slice_column = _column("slice").cast("string") if "slice" in log.columns else F.lit("all")
+        slice_column = quoted_column("slice").cast("string") if "slice" in log.columns else F.lit("all")
         if "answerable" in log.columns:
-            text = F.lower(F.trim(_column("answerable").cast("string")))
+            text = F.lower(F.trim(quoted_column("answerable").cast("string")))
             label = F.when(text.isin(*TRUE_TEXTS), True).when(text.isin(*FALSE_TEXTS), False)
         else:
             label = F.lit(None).cast("boolean")
@@ -220,12 +230,12 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
 def _mapped(spark, source, columns, function, schema, since, until):
     """The log's rows in the window, selected as :func:`ragcal.logs.engines.log_batches` selects them, mapped."""
     sql = _pyspark_sql()
-    log = _window(source if isinstance(source, sql.DataFrame) else _read(spark, source), source, since, until)
+    log = windowed(source if isinstance(source, sql.DataFrame) else read_log(spark, source), source, since, until)
     missing = [column for column in columns if column not in log.columns]
     if missing:
         raise ValueError(f"{source}: no column {missing[0]!r}; the log has {', '.join(log.columns)}")
-    selected = [_column(column).try_cast("double").alias(column) for column in columns]
-    selected += [_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
+    selected = [quoted_column(column).try_cast("double").alias(column) for column in columns]
+    selected += [quoted_column(column) for column in ("id", "query", "slice", "answerable") if column in log.columns]
     if "timestamp" in log.columns:
         selected.append(_timestamp(log).alias("timestamp"))
 
@@ -252,7 +262,7 @@ def sum_batches_spark(source, columns, function, keys, key_types, *, since=None,
     """
     F = _pyspark_sql().functions
     since, until = parse_time(since, "since"), parse_time(until, "until")
-    spark, own_session = _session(source, spark)
+    spark, own_session = session_for(source, spark)
     try:
         schema = _schema(keys, key_types) + ", n long"
         mapped = _mapped(spark, source, columns, function, schema, since, until)
@@ -270,7 +280,7 @@ def collect_batches_spark(source, columns, function, output_columns, output_type
     ``function`` must return few rows per batch (it runs on the workers; what it returns comes to the driver).
     """
     since, until = parse_time(since, "since"), parse_time(until, "until")
-    spark, own_session = _session(source, spark)
+    spark, own_session = session_for(source, spark)
     try:
         schema = _schema(output_columns, output_types)
         rows = _mapped(spark, source, columns, function, schema, since, until).collect()
