@@ -9,6 +9,8 @@ file in row groups of 5 M rows (never whole in memory). Then, each in a fresh pr
   ``--pandas-max`` rows (default 10 M): wall time, per 100 M rows, peak RSS, and the ratio pandas / DuckDB;
 - ``ragcal monitor LOG --engine duckdb`` against a 5,000-row calibration table and a threshold gate, up to
   ``--monitor-max`` rows (default 100 M): the gate's decisions run in Python on every batch of rows;
+- the review sample of ``ragcal review LOG --engine duckdb`` (``review_sample_log``, 60 rows; the command's
+  passage retrieval needs a corpus), up to ``--review-max`` rows (default 100 M);
 
 and checks that both paths print the same thresholds. Every comparison runs side by side in one run; nothing is
 asserted. Disk: about 15 bytes a row (10 M rows: 150 MB; 1 B rows: 15 GB, opt-in with ``--rows 1B``).
@@ -82,10 +84,22 @@ def write_gate(folder: Path) -> tuple[Path, Path]:
     return save_gate(folder / "gate.json", ThresholdGate("dense_top1", 0.45)), calibration
 
 
+#: The sampling step of ``ragcal review LOG --engine duckdb`` (the command then retrieves passages for the 60 rows
+#: drawn, from the gate's corpus, which a synthetic log has not).
+REVIEW = """
+import sys
+from ragcal.gates import read_gate_file
+from ragcal.logs.review_draw import review_sample_log
+sample = review_sample_log(read_gate_file(sys.argv[1])["gate"], sys.argv[2], engine="duckdb", size=60)
+print(len(sample), "rows drawn from", sample.groupby("stratum")["stratum_size"].first().sum(), "rows")
+"""
+
+
 def run(arguments) -> dict:
     """One command in a fresh process: wall seconds, peak RSS (MB), exit status and what it printed."""
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "ragcal", *map(str, arguments)], stdout=subprocess.PIPE,
+    command = ["-c", REVIEW, *arguments[1:]] if arguments[0] == "review" else ["-m", "ragcal", *arguments]
+    process = subprocess.Popen([sys.executable, *map(str, command)], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, text=True)  # fmt: skip
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
@@ -102,6 +116,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", nargs="+", default=["10M", "100M"], choices=list(SIZES))
     parser.add_argument("--pandas-max", default="10M", choices=list(SIZES), help="largest size the pandas path reads")
     parser.add_argument("--monitor-max", default="100M", choices=list(SIZES), help="largest size monitor runs on")
+    parser.add_argument("--review-max", default="100M", choices=list(SIZES), help="largest size review samples")
     parser.add_argument("--folder", type=Path, default=None, help="where the logs go (default: a temporary folder)")
     parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON too")
     options = parser.parse_args(argv)
@@ -123,12 +138,16 @@ def main(argv=None) -> int:
             if rows <= SIZES[options.monitor_max]:
                 commands["monitor duckdb"] = ["monitor", log, "--gate", gate, "--calibration", calibration,
                                               "--engine", "duckdb", "--json"]  # fmt: skip
+            if rows <= SIZES[options.review_max]:
+                commands["review duckdb"] = ["review", gate, log]
             results = {}
             for name, arguments in commands.items():
                 result = results[name] = run(arguments)
                 result.update(command=name, size=size, rows=rows, per_100m=result["seconds"] * 1e8 / rows)
                 print(f"  {name:<17} {result['seconds']:7.1f} s ({result['per_100m']:.1f} s per 100 M rows), peak "
                       f"{result['peak_rss_mb']:,.0f} MB, exit {result['status']}", flush=True)  # fmt: skip
+            if "review duckdb" in results:
+                print(f"    review: {results['review duckdb']['output'].strip()}")
             for name in ("calibrate duckdb", "calibrate pandas"):
                 for line in thresholds(results.get(name, {"output": ""})["output"]):
                     print(f"    {name.split()[1]}: {line}")
