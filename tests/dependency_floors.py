@@ -265,8 +265,8 @@ def imports_of(snippet: str) -> str:
     return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
 
 
-def run(command, *, cwd=None, env=None, timeout=1800) -> subprocess.CompletedProcess:
-    """Run a command; a non-zero exit raises :class:`JobFailed` with the command and the end of its output."""
+def run(command, *, cwd=None, env=None, timeout=1800, check=True) -> subprocess.CompletedProcess:
+    """Run a command; a non-zero exit raises :class:`JobFailed` (with ``check``) with the command and its output."""
     try:
         result = subprocess.run(
             [str(part) for part in command],
@@ -279,7 +279,7 @@ def run(command, *, cwd=None, env=None, timeout=1800) -> subprocess.CompletedPro
         )
     except subprocess.TimeoutExpired:
         raise JobFailed(f"no end after {timeout} s: {' '.join(str(part) for part in command)}") from None
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         shown = " ".join(str(part) for part in command)
         raise JobFailed(f"exit {result.returncode}: {shown}\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
@@ -464,6 +464,33 @@ class Job:
             if actions != ["answer", "refuse"]:
                 raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
         self.judge_pipeline(folder, command)
+        self.log_engines(folder, command, "duckdb")
+
+    def log_engines(self, folder: Path, command, engine: str) -> None:
+        """``calibrate`` and ``monitor`` through ``engine``: the pandas path's threshold, a report, no error."""
+        self.say(f"ragcal calibrate / monitor / review --engine {engine} on the score table")
+        expected = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", "pandas").stdout
+        printed = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", engine).stdout
+        lines = [line for line in expected.splitlines() if "answer when" in line]
+        if not lines or lines != [line for line in printed.splitlines() if "answer when" in line]:
+            raise JobFailed(f"calibrate --engine {engine} printed another threshold:\n{printed}\nexpected:\n{expected}")
+        ragcal = [self.python, "-m", "ragcal"]
+        monitored = run([*ragcal, "monitor", "scores.csv", "--gate", "threshold.json", "--calibration", "scores.csv",
+                         "--engine", engine, "--json"], cwd=folder, env=self.env, timeout=900, check=False)
+        if monitored.returncode not in (0, 1) or "shift_detected" not in monitored.stdout:
+            raise JobFailed(f"monitor --engine {engine} exited {monitored.returncode}:\n{monitored.stderr[-2000:]}")
+        command("review", "scores.csv", "--gate", "threshold.json", "--out", f"review-{engine}.csv", "--size", "6",
+                "--corpus", "corpus", "--engine", engine)
+        if len((folder / f"review-{engine}.csv").read_text(encoding="utf-8").splitlines()) < 2:
+            raise JobFailed(f"review --engine {engine} wrote no sample")
+
+    def install_spark_extra(self) -> None:
+        """The spark extra at its floor (pyspark's source package is about 450 MB); needs Java 17."""
+        floors = [] if self.newest else floor_constraints(extras=("spark",))[len(floor_constraints()) :]
+        constraints = self.root / "spark-constraints.txt"
+        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
+        self.say("installing the spark extra " + ("at its floor: " + ", ".join(floors) if floors else "newest"))
+        self.pip("install", "--no-compile", "-c", constraints, f"{self.wheel}[spark]")
 
     def framework_gates(self) -> None:
         """Each framework's own store and gate object at the extras' floors: answer the answerable, refuse the unrelated."""
@@ -512,6 +539,9 @@ def main(argv=None) -> int:
         job.install_framework_extras()
         job.readme_snippets(frameworks=True)
         job.framework_gates()
+        job.install_spark_extra()
+        job.log_engines(job.work / "cli", lambda *arguments: run([job.python, "-m", "ragcal", *arguments],
+                        cwd=job.work / "cli", env=job.env, timeout=900), "spark")
     except JobFailed as failure:
         job.say(f"FAILED: {failure}")
         return 1

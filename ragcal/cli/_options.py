@@ -21,6 +21,37 @@ MODEL_HELP = (
 )
 
 
+#: ``ragcal.logs.engines.ENGINES``, and the bins of ``ragcal.logs.counts``, written out so that building the parser
+#: imports no pandas (a test checks they agree).
+ENGINES = ("auto", "pandas", "duckdb", "spark")
+MAX_DISTINCT, DEFAULT_BINS = 200_000, 10_000
+
+
+def add_engine_options(parser, *, bins: bool = True) -> None:
+    """``--engine``, ``--since``, ``--until`` and (with ``bins``) ``--bins``: for commands that read a log of any size."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="what reads the log: pandas (in memory), duckdb (out of core, memory bounded) or spark (the optional "
+        "pyspark extra; the active Spark session, else a local one); auto (default) picks DuckDB for a folder, a "
+        "glob or a file above 256 MB. DuckDB and Spark work from counts per slice, label and score bin",
+    )
+    parser.add_argument("--since", default=None, metavar="TIME",
+                        help="keep rows whose 'timestamp' is at or after TIME (ISO 8601; UTC unless it has a zone)")
+    parser.add_argument("--until", default=None, metavar="TIME", help="keep rows whose 'timestamp' is before TIME")
+    if not bins:
+        return
+    parser.add_argument(
+        "--bins",
+        type=int,
+        default=DEFAULT_BINS,
+        help=f"grid cells over a score's range when the log has more than {MAX_DISTINCT:,} distinct scores "
+        f"(default {DEFAULT_BINS:,}: a threshold moves by at most 1e-4 of the range); with fewer, one bin per "
+        "distinct score and counts are exact",
+    )  # fmt: skip
+
+
 class LazyHelp(str):
     """A help text computed only when argparse prints it, so building the parser imports no library module.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ._options import LazyHelp, add_signals_module, warn
+from ._options import LazyHelp, add_engine_options, add_signals_module, warn
 
 
 def _rules_help() -> str:
@@ -23,7 +23,12 @@ def add_parsers(commands) -> None:
         description="Works on any CSV with 'answerable' (true/false), 'slice' and a numeric signal column, "
         "for instance scores logged by a production system.",
     )
-    calibrate.add_argument("scores", type=Path, help="score table: CSV (also .csv.gz) or Parquet (.parquet, .pq)")
+    calibrate.add_argument(
+        "scores",
+        type=Path,
+        help="score table or log: a CSV (also .csv.gz) or Parquet (.parquet, .pq) file, a folder of Parquet files or "
+        "a quoted glob ('logs/*.parquet')",
+    )
     calibrate.add_argument("--signal", default="dense_top1", help="signal column (default dense_top1)")
     calibrate.add_argument(
         "--rule",
@@ -56,6 +61,7 @@ def add_parsers(commands) -> None:
         help="write the per-slice sweep with exact counts and intervals (every distinct score up to 20,000 of "
         "them, else a 1,001-point grid) plus the fitted thresholds",
     )
+    add_engine_options(calibrate)
     add_signals_module(calibrate)
     calibrate.set_defaults(run=run_calibrate)
 
@@ -96,31 +102,96 @@ def _print_rule(row, signal, higher, undefined) -> None:
         )
 
 
+def _direction(args, provenance):
+    from ..signal_directions import signal_direction
+    from ..signals import SIGNALS
+
+    if args.lower_is_answerable:
+        return False, "--lower-is-answerable"
+    # A logged signal's direction is recorded in the table's .meta.json (ragcal join, score --extra-signals).
+    direction = signal_direction(args.signal, None if args.signal in SIGNALS else provenance)
+    if "inferred from labels" in direction.decided_by:
+        warn(f"{args.signal}: its direction was inferred from these labels; its AUC here is >= 0.5 by construction")
+    return direction.higher_is_answerable, direction.decided_by
+
+
+def _run_from_counts(args, rules, engine) -> None:
+    """Calibration from counts (DuckDB, Spark, or pandas on a time window): see :mod:`ragcal.logs`."""
+    from ..logs.calibration_counts import calibrate_counts
+    from ..logs.engines import count_signal
+    from ..score_tables import read_provenance
+
+    if args.heldout:
+        raise ValueError(
+            "--heldout draws random halves of the rows: it needs them in memory (--engine pandas, without "
+            "--since/--until); from counts, calibrate shows the fitted thresholds and their exact outcomes"
+        )
+    provenance = read_provenance(args.scores) if args.scores.is_file() else None
+    higher, decided_by = _direction(args, provenance)
+    counts = count_signal(args.scores, args.signal, engine=engine, since=args.since, until=args.until,
+                          bins=args.bins, higher_is_answerable=higher)  # fmt: skip
+    labeled = counts.frame[counts.frame["answerable"].notna()]
+    n_unlabeled = int(counts.frame["n"].sum() - labeled["n"].sum())
+    window = "" if args.since is None and args.until is None else f" in [{args.since or '...'}, {args.until or '...'})"
+    print(f"{args.scores}{window}: {counts.n_rows:,} rows read by {engine}; signal {args.signal} "
+          f"({'higher' if higher else 'lower'} means answerable: {decided_by}); intervals: exact 95% binomial")  # fmt: skip
+    print(f"bins: {counts.binning.exactness}")
+    if counts.n_nan:
+        warn(f"{args.scores}: {counts.n_nan:,} rows without a {args.signal} score are left out")
+    if n_unlabeled:
+        warn(f"{args.scores}: {n_unlabeled:,} rows without an answerable label (true/false) are left out")
+    result = calibrate_counts(counts, rules, delta=args.delta, random_state=args.seed)
+    n_answerable = int(labeled.loc[labeled["answerable"].astype(bool), "n"].sum())
+    _print_result(args, result, higher, n_answerable, int(labeled["n"].sum()) - n_answerable)
+
+
+def _print_result(args, result, higher, n_answerable, n_unanswerable) -> None:
+    """What both paths print: group statistics, AUCs, each rule's outcome, the sweep file."""
+    from .._io import atomic_write_text
+
+    print(result.group_stats.drop(columns="signal").to_string(index=False, float_format=lambda value: f"{value:.4f}"))
+    _print_auc(result)
+    # One class only: the other class's rates have no questions to count; say so rather than print nan%.
+    undefined = {}
+    if n_unanswerable == 0:
+        undefined["unanswerable"] = "no unanswerable questions"
+        warn(f"{args.scores}: no unanswerable questions; refusal rates are undefined (shown as n/a)")
+    if n_answerable == 0:
+        undefined["answerable"] = "no answerable questions"
+        warn(
+            f"{args.scores}: no answerable questions; the share of answerable questions kept is undefined "
+            "(shown as n/a), and keep@ rules have no threshold"
+        )
+    for _, row in result.thresholds.iterrows():
+        for message in row["messages"]:
+            warn(message)
+        _print_rule(row, args.signal, higher, undefined)
+    if args.sweep is not None:
+        atomic_write_text(args.sweep, result.sweep.to_csv(index=False))
+        print(f"\nsweep ({result.sweep_scheme}; exact counts): {len(result.sweep)} thresholds written to {args.sweep}")
+    return undefined
+
+
 def run_calibrate(args) -> None:
     import warnings
 
     import pandas as pd
 
-    from .._io import atomic_write_text
     from ..calibration import calibrate, parse_rule, summarize_heldout
     from ..calibration.heldout import fallback_notes
+    from ..logs.engines import choose_engine
     from ..metrics import DegenerateInputWarning
     from ..score_tables import read_provenance, read_score_table
-    from ..signal_directions import signal_direction
-    from ..signals import SIGNALS
 
     rules = args.rule or ["keep@1.0"]
     for rule in rules:
         parse_rule(rule)
+    engine = choose_engine(args.engine, args.scores)
+    if engine != "pandas" or args.since is not None or args.until is not None:
+        return _run_from_counts(args, rules, engine)
     # CSV or Parquet, only the needed columns, through pyarrow: fine for millions of rows.
     table = read_score_table(args.scores, [args.signal])
-    higher, decided_by = False, "--lower-is-answerable"
-    if not args.lower_is_answerable:
-        # A logged signal's direction is recorded in the table's .meta.json (ragcal join, score --extra-signals).
-        direction = signal_direction(args.signal, None if args.signal in SIGNALS else read_provenance(args.scores))
-        higher, decided_by = direction.higher_is_answerable, direction.decided_by
-        if "inferred from labels" in decided_by:
-            warn(f"{args.signal}: its direction was inferred from these labels; its AUC here is >= 0.5 by construction")
+    higher, decided_by = _direction(args, read_provenance(args.scores))
     print(
         f"{args.scores}: {len(table)} queries; signal {args.signal} "
         f"({'higher' if higher else 'lower'} means answerable: {decided_by}); intervals: exact 95% binomial"
@@ -136,26 +207,8 @@ def run_calibrate(args) -> None:
             n_splits=args.heldout,
             random_state=args.seed,
         )
-    print(result.group_stats.drop(columns="signal").to_string(index=False, float_format=lambda value: f"{value:.4f}"))
-    _print_auc(result)
-    # One class only: the other class's rates have no questions to count; say so rather than print nan%.
-    undefined = {}
-    if table["answerable"].all():
-        undefined["unanswerable"] = "no unanswerable questions"
-        warn(f"{args.scores}: no unanswerable questions; refusal rates are undefined (shown as n/a)")
-    if not table["answerable"].any():
-        undefined["answerable"] = "no answerable questions"
-        warn(
-            f"{args.scores}: no answerable questions; the share of answerable questions kept is undefined "
-            "(shown as n/a), and keep@ rules have no threshold"
-        )
-    for _, row in result.thresholds.iterrows():
-        for message in row["messages"]:
-            warn(message)
-        _print_rule(row, args.signal, higher, undefined)
-    if args.sweep is not None:
-        atomic_write_text(args.sweep, result.sweep.to_csv(index=False))
-        print(f"\nsweep ({result.sweep_scheme}; exact counts): {len(result.sweep)} thresholds written to {args.sweep}")
+    n_answerable = int(table["answerable"].sum())
+    undefined = _print_result(args, result, higher, n_answerable, len(table) - n_answerable)
     if args.heldout:
         summary = summarize_heldout(
             result.heldout, answerable="answerable" not in undefined, unanswerable="unanswerable" not in undefined

@@ -20,14 +20,14 @@ from .retrieval import retrieval_metrics
 #: sMARE) are imported from their modules.
 __all__ = [
     "DegenerateInputWarning",
-    "retrieval_metrics",
-    "auc_with_ci",
     "auc_table",
-    "roc_band",
+    "auc_with_ci",
     "clopper_pearson",
-    "outcome_table",
-    "sweep",
     "group_stats",
+    "outcome_table",
     "qpp_correlations",
     "qpp_table",
+    "retrieval_metrics",
+    "roc_band",
+    "sweep",
 ]

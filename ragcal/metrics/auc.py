@@ -35,7 +35,8 @@ import pandas as pd
 from ..score_tables import signal_columns, unanswerable_slices
 from ._common import DegenerateInputWarning, check_binary, drop_nan
 
-__all__ = ["auc_bootstrap", "auc_with_ci", "auc_interval", "AucInterval", "auc_table", "roc_band"]
+__all__ = ["AucInterval", "auc_bootstrap", "auc_interval", "auc_table", "auc_with_ci", "roc_band"]
+
 
 def auc_bootstrap(
     y_true, y_score, *, n_resamples: int = 2000, random_state=0, batch_size: int | None = None
@@ -147,7 +148,8 @@ def auc_interval(
     -------
     AucInterval
         All NaN, with a :class:`DegenerateInputWarning`, when only one class
-        is present or the score is constant.
+        is present or the score is constant. The same rows in any order give
+        the same interval (they are sorted by class and score before drawing).
     """
     from sklearn.metrics import roc_auc_score
 
@@ -162,6 +164,10 @@ def auc_interval(
     used_rows = n if every_row else bootstrap_rows
     if not higher_is_answerable:
         y_score = -y_score
+    # Positives then negatives, each by score: the interval depends on the rows, not on their order, so that
+    # counts of a log (ragcal.logs) reproduce it draw for draw.
+    order = np.lexsort((y_score, ~y_true))
+    y_true, y_score = y_true[order], y_score[order]
     n_pos = int(y_true.sum())
     n_neg = n - n_pos
     if n_pos == 0 or n_neg == 0:
@@ -186,8 +192,8 @@ def auc_interval(
     share = bootstrap_rows / n
     m_pos = max(1, round(n_pos * share))
     m_neg = max(1, round(n_neg * share))
-    positives = rng.choice(np.flatnonzero(y_true), size=m_pos, replace=False)
-    negatives = rng.choice(np.flatnonzero(~y_true), size=m_neg, replace=False)
+    positives = rng.choice(n_pos, size=m_pos, replace=False)  # rows 0 .. n_pos - 1 are the positives
+    negatives = n_pos + rng.choice(n_neg, size=m_neg, replace=False)
     chosen = np.concatenate([positives, negatives])
     sub_true, sub_score = y_true[chosen], y_score[chosen]
     sub_auc = float(roc_auc_score(sub_true, sub_score)) if np.ptp(sub_score) > 0 else 0.5

@@ -8,7 +8,8 @@ import pandas as pd
 from ..score_tables import signal_columns, slice_column, unanswerable_slices
 from ._common import drop_nan
 
-__all__ = ["clopper_pearson", "outcome_table", "sweep", "group_stats", "slice_summary"]
+__all__ = ["clopper_pearson", "group_stats", "outcome_table", "slice_summary", "sweep", "sweep_thresholds"]
+
 
 def clopper_pearson(successes, trials, *, confidence: float = 0.95):
     """Exact (Clopper-Pearson) binomial interval, vectorised; NaN where ``trials`` is 0."""
@@ -124,18 +125,34 @@ def sweep(
     scores = table[signal].to_numpy(dtype=float)
     if scores.size == 0:
         raise ValueError(f"sweep: no finite {signal!r} scores")
+    chosen, source, scheme = sweep_thresholds(
+        np.unique(scores), thresholds, grid=grid, every_score_limit=every_score_limit, grid_points=grid_points
+    )
+    outcomes = outcome_table(table, signal, chosen, higher_is_answerable=higher_is_answerable, confidence=confidence)
+    outcomes.insert(0, "source", source)
+    outcomes.insert(0, "signal", signal)
+    outcomes.attrs["scheme"] = scheme
+    return outcomes
+
+
+def sweep_thresholds(distinct, thresholds=(), *, grid=None, every_score_limit=None, grid_points: int = 1001):
+    """The thresholds :func:`sweep` visits, given the sorted distinct scores: ``(chosen, source, scheme)``.
+
+    Shared with the sweep from a log's counts (:mod:`ragcal.logs.calibration_counts`).
+    """
+    distinct = np.asarray(distinct, dtype=float)
+    low, high = distinct[0], distinct[-1]
     extra = np.asarray(thresholds, dtype=float).reshape(-1)
     extra = extra[np.isfinite(extra)]
-    distinct = np.unique(scores)
     if every_score_limit is not None and distinct.size > every_score_limit:
-        chosen = np.union1d(np.linspace(scores.min(), scores.max(), grid_points), extra)
+        chosen = np.union1d(np.linspace(low, high, grid_points), extra)
         source = np.where(np.isin(chosen, extra), "rule", "grid")
         scheme = (
             f"grid of {grid_points} + rule thresholds ({distinct.size} distinct scores > every_score_limit "
             f"{every_score_limit})"
         )
     else:
-        grid = np.linspace(scores.min(), scores.max(), 51) if grid is None else np.asarray(grid, dtype=float)
+        grid = np.linspace(low, high, 51) if grid is None else np.asarray(grid, dtype=float)
         swept = np.union1d(grid, distinct)
         chosen = np.union1d(swept, extra)  # a rule threshold the sweep already has keeps its grid / score label
         source = np.select(
@@ -144,11 +161,7 @@ def sweep(
             "score",
         )
         scheme = "every distinct score"
-    outcomes = outcome_table(table, signal, chosen, higher_is_answerable=higher_is_answerable, confidence=confidence)
-    outcomes.insert(0, "source", source)
-    outcomes.insert(0, "signal", signal)
-    outcomes.attrs["scheme"] = scheme
-    return outcomes
+    return chosen, source, scheme
 
 
 def group_stats(table: pd.DataFrame, signals=None) -> pd.DataFrame:

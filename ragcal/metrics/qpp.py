@@ -40,7 +40,7 @@ from scipy.stats import kendalltau, pearsonr, rankdata
 from .._params import check_float, check_int
 from ._common import DegenerateInputWarning
 
-__all__ = ["QPP_MEASURES", "smare", "smare_chance", "qpp_measures", "qpp_correlations", "qpp_table"]
+__all__ = ["QPP_MEASURES", "qpp_correlations", "qpp_measures", "qpp_table", "smare", "smare_chance"]
 
 #: The measures of :func:`qpp_measures`, in column order.
 QPP_MEASURES = ("kendall_tau", "pearson_r", "smare")

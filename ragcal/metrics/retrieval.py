@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..chunking import pages_of
 
-__all__ = ["RETRIEVAL_METRICS", "per_query_retrieval_metrics", "retrieval_metrics", "bootstrap_mean_ci"]
+__all__ = ["RETRIEVAL_METRICS", "bootstrap_mean_ci", "per_query_retrieval_metrics", "retrieval_metrics"]
 
 #: Metric keys computed by :func:`retrieval_metrics` by default.
 RETRIEVAL_METRICS = ("recall@1", "recall@5", "recall@10", "recall@50", "mrr@10", "context_precision@5")

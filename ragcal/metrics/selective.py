@@ -40,12 +40,12 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "MEASURES",
+    "paired_selective_difference",
     "risk_coverage",
     "selective_areas",
-    "selective_summary",
-    "paired_selective_difference",
     "selective_comparison",
-    "MEASURES",
+    "selective_summary",
 ]
 
 #: The areas :func:`selective_areas` returns, lower is better for each.
@@ -133,7 +133,7 @@ def risk_coverage(scores, support, *, higher_is_answerable: bool = True) -> pd.D
 
 def _areas(scores, support) -> np.ndarray:
     """(AURC, E-AURC, AUGRC) of oriented scores; NaN when nothing can be answered."""
-    thresholds, answered, supported = _counts(scores, support)
+    _thresholds, answered, supported = _counts(scores, support)
     n = scores.size
     if answered.size == 0:
         return np.full(3, np.nan)

@@ -36,7 +36,7 @@ from .logs import read_score_log
 from .sequential import SequentialTest, sequential_test
 from .shift_tests import share_tests, signal_tests
 
-__all__ = ["MIN_ROWS", "MonitorReport", "monitor"]
+__all__ = ["MIN_ROWS", "MonitorReport", "assemble_report", "monitor", "two_sample_family"]
 
 #: Below this many live rows the verdict says that "no shift" means little.
 MIN_ROWS = 30
@@ -64,6 +64,10 @@ class MonitorReport:
         One plain sentence.
     n_live, n_calibration : int
         Rows of each.
+    notes : tuple of str
+        How the report was computed where it differs from :func:`monitor` on
+        rows in memory (an engine's bins, the rows the test over time saw);
+        empty for :func:`monitor`.
     """
 
     shares: pd.DataFrame
@@ -75,6 +79,7 @@ class MonitorReport:
     verdict: str
     n_live: int
     n_calibration: int
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form (what ``ragcal monitor --json`` prints)."""
@@ -96,6 +101,7 @@ class MonitorReport:
             "signals": _records(self.signals),
             "sequential": sequential,
             "tests": _records(self.tests),
+            "notes": list(self.notes),
         }
 
     def to_markdown(self) -> str:
@@ -142,6 +148,8 @@ class MonitorReport:
                 f"{f', {test.dropped_nan} without a score left out' if test.dropped_nan else ''}): "
                 f"max {test.martingale_max:.4g}, {crossed}; p <= {test.p_value:.3g}."
             )
+        if self.notes:
+            lines += ["", *(f"- {note}" for note in self.notes)]
         return "\n".join(lines) + "\n"
 
     def __str__(self) -> str:
@@ -252,22 +260,42 @@ def monitor(gate, live, calibration, *, alpha: float = 0.05, n_resamples: int = 
     rng = np.random.default_rng(random_state)
     signals = signal_tests(live, calibration, columns, n_resamples=n_resamples, random_state=rng)
 
+    has_time = "timestamp" in live.columns
+    level = alpha / max(len(two_sample_family(shares, signals)) + has_time, 1)
+    sequential = None
+    if has_time:
+        sequential = sequential_test(live_decisions["score"], live["timestamp"], alpha=level, random_state=rng)
+    return assemble_report(shares, signals, sequential, alpha=alpha, n_live=len(live),
+                           n_calibration=len(calibration), min_rows=min_rows)
+
+
+def two_sample_family(shares: pd.DataFrame, signals: pd.DataFrame) -> list[tuple[str, float]]:
+    """The tests of the family before the one over time: ``(name, p-value)`` of each counted share and KS test."""
     family = [(f"share of {action} (Fisher)", p_value)
               for action, p_value, tested in zip(shares["action"], shares["p_value"], shares["tested"]) if tested]
     family += [(f"{signal} (KS)", p_value)
                for signal, p_value in zip(signals["signal"], signals["p_value"]) if not np.isnan(p_value)]
-    has_time = "timestamp" in live.columns
-    size = len(family) + has_time
-    level = alpha / max(size, 1)
-    sequential = None
-    if has_time:
-        sequential = sequential_test(live_decisions["score"], live["timestamp"], alpha=level, random_state=rng)
+    return family
+
+
+def assemble_report(shares: pd.DataFrame, signals: pd.DataFrame, sequential: SequentialTest | None, *,
+                    alpha: float, n_live: int, n_calibration: int, min_rows: int = MIN_ROWS,
+                    notes=()) -> MonitorReport:  # fmt: skip
+    """The family of tests at the Bonferroni level ``alpha / m``, the verdict and the report (see :func:`monitor`).
+
+    ``sequential`` (None when not run) should have been run with ``alpha`` set to
+    that level, ``alpha / (len(two_sample_family(shares, signals)) + 1)``, for its
+    ``bar`` to be the family's.
+    """
+    family = two_sample_family(shares, signals)
+    if sequential is not None:
         family.append(("exchangeability over time (martingale)", sequential.p_value))
+    level = alpha / max(len(family), 1)
     tests = pd.DataFrame(family, columns=["test", "p_value"])
     tests["level"] = level
     tests["fired"] = tests["p_value"] <= level
     shift_detected = bool(tests["fired"].any())
-    verdict = _verdict(tests, alpha, shift_detected, len(live), min_rows)
+    verdict = _verdict(tests, alpha, shift_detected, n_live, min_rows)
     return MonitorReport(
         shares=shares,
         signals=signals,
@@ -276,8 +304,9 @@ def monitor(gate, live, calibration, *, alpha: float = 0.05, n_resamples: int = 
         tests=tests,
         shift_detected=shift_detected,
         verdict=verdict,
-        n_live=len(live),
-        n_calibration=len(calibration),
+        n_live=n_live,
+        n_calibration=n_calibration,
+        notes=tuple(notes),
     )
 
 

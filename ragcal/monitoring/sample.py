@@ -43,7 +43,7 @@ import pandas as pd
 
 from .._params import check_float, check_int, parameter_error
 
-__all__ = ["bar_distances", "review_sample"]
+__all__ = ["allocate_strata", "bar_distances", "review_sample", "stratum_names"]
 
 
 def bar_distances(gate, table: pd.DataFrame, decisions: pd.DataFrame | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -131,6 +131,57 @@ def _allocate(sizes: np.ndarray, weights: np.ndarray, total: int, minimum: int) 
     return taken
 
 
+def stratum_names() -> tuple[str, ...]:
+    """The strata of the design, in report order: ``answer/near``, ``answer/far``, ``hedge/near``, ..."""
+    from ..gates.base import ACTIONS
+
+    return tuple(f"{decision}/{band}" for decision in ACTIONS for band in ("near", "far"))
+
+
+def allocate_strata(sizes, *, size: int, near_share: float, min_per_stratum: int,
+                    function: str = "review_sample") -> np.ndarray:  # fmt: skip
+    """Rows to draw from each stratum of :func:`stratum_names`, given their sizes (the module docstring's design).
+
+    Parameters
+    ----------
+    sizes : array of int, one per name of :func:`stratum_names`
+    size, near_share, min_per_stratum
+        As for :func:`review_sample` (already checked).
+    function : str, default="review_sample"
+        How an error names the caller.
+
+    Returns
+    -------
+    ndarray of int
+        Rows to draw per stratum, in the order of ``sizes``; the total is ``min(size, sizes.sum())``.
+
+    Raises
+    ------
+    ValueError
+        ``size`` smaller than the number of non-empty strata.
+    """
+    names = stratum_names()
+    sizes = np.asarray(sizes, dtype=np.int64)
+    decisions = [name.split("/")[0] for name in names]
+    present = {decision for decision, count in zip(decisions, sizes) if count}
+    weights = np.array(
+        [
+            (near_share if name.endswith("/near") else 1 - near_share) / len(present) if count else 0.0
+            for name, count in zip(names, sizes)
+        ]
+    )
+    weights = np.where(sizes > 0, np.maximum(weights, 1e-12), 0.0)  # near_share 0 or 1: the minimum still applies
+    total = min(size, int(sizes.sum()))
+    if total < int((sizes > 0).sum()):
+        raise parameter_error(
+            "size",
+            function,
+            f"at least the number of non-empty strata ({int((sizes > 0).sum())}: "
+            f"{', '.join(n for n, c in zip(names, sizes) if c)}) so that every stratum is represented",
+            size,
+        )
+    return _allocate(sizes, weights, total, min(min_per_stratum, max(1, total // int((sizes > 0).sum()))))
+
 
 def review_sample(
     gate,
@@ -180,8 +231,6 @@ def review_sample(
         A missing ``query`` or signal column, duplicate ids, an empty log,
         bad parameters, or ``size`` smaller than the number of non-empty strata.
     """
-    from ..gates.base import ACTIONS
-
     size = check_int(size, "size", "review_sample", low=1)
     min_per_stratum = check_int(min_per_stratum, "min_per_stratum", "review_sample", low=1)
     near_share = check_float(near_share, "near_share", "review_sample", low=0, high=1, low_open=False, high_open=False)
@@ -211,26 +260,9 @@ def review_sample(
         near[rows] = _near_rows(distance[rows], near_fraction)
     stratum = np.array([f"{a}/{'near' if n else 'far'}" for a, n in zip(action, near)], dtype=object)
 
-    names = [f"{decision}/{band}" for decision in ACTIONS for band in ("near", "far")]
+    names = list(stratum_names())
     sizes = np.array([int((stratum == name).sum()) for name in names])
-    present = [decision for decision in ACTIONS if (action == decision).any()]
-    weights = np.array(
-        [
-            (near_share if name.endswith("/near") else 1 - near_share) / len(present) if count else 0.0
-            for name, count in zip(names, sizes)
-        ]
-    )
-    weights = np.where(sizes > 0, np.maximum(weights, 1e-12), 0.0)  # near_share 0 or 1: the minimum still applies
-    total = min(size, int(sizes.sum()))
-    if total < int((sizes > 0).sum()):
-        raise parameter_error(
-            "size",
-            "review_sample",
-            f"at least the number of non-empty strata ({int((sizes > 0).sum())}: "
-            f"{', '.join(n for n, c in zip(names, sizes) if c)}) so that every stratum is represented",
-            size,
-        )
-    taken = _allocate(sizes, weights, total, min(min_per_stratum, max(1, total // int((sizes > 0).sum()))))
+    taken = allocate_strata(sizes, size=size, near_share=near_share, min_per_stratum=min_per_stratum)
 
     rng = np.random.default_rng(random_state)
     chosen = []

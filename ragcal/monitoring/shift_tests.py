@@ -2,7 +2,9 @@
 
 - :func:`share_tests`: the shares of answers, hedges and refusals the gate
   gives on the live log against those it gives on the calibration set (under
-  the calibration set's own slice mix), one Fisher exact test per action;
+  the calibration set's own slice mix), one Fisher exact test per action
+  (:func:`share_tests_from_counts` computes them from the counts of each
+  action alone, as an engine over a large log gives them);
 - :func:`signal_tests`: for every signal the gate reads, a two-sample
   Kolmogorov-Smirnov test of the live values against the calibration values,
   and the shift of the median with a seeded bootstrap interval.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["share_tests", "signal_tests"]
+__all__ = ["share_tests", "share_tests_from_counts", "signal_tests"]
 
 
 def share_tests(live_actions, calibration_actions, *, confidence: float = 0.95) -> pd.DataFrame:
@@ -50,10 +52,7 @@ def share_tests(live_actions, calibration_actions, *, confidence: float = 0.95) 
         (``tested`` False on the other, which repeats its p-value). An action
         that never occurs has ``p_value`` 1 and ``tested`` False.
     """
-    from scipy.stats import fisher_exact
-
     from ..gates.base import ACTIONS
-    from ..metrics.outcomes import clopper_pearson
 
     live_actions = np.asarray(live_actions, dtype=object)
     calibration_actions = np.asarray(calibration_actions, dtype=object)
@@ -63,7 +62,42 @@ def share_tests(live_actions, calibration_actions, *, confidence: float = 0.95) 
         raise ValueError(f"share_tests: actions must be among {ACTIONS}; got {unknown}")
     live_k = (live_actions[:, None] == known).sum(axis=0)
     calibration_k = (calibration_actions[:, None] == known).sum(axis=0)
-    live_n, calibration_n = live_actions.size, calibration_actions.size
+    return share_tests_from_counts(
+        live_k, live_actions.size, calibration_k, calibration_actions.size, confidence=confidence
+    )
+
+
+def share_tests_from_counts(live_k, live_n: int, calibration_k, calibration_n: int, *,
+                            confidence: float = 0.95) -> pd.DataFrame:  # fmt: skip
+    """:func:`share_tests` from the counts of each action: what any engine that can count decisions gives.
+
+    Parameters
+    ----------
+    live_k, calibration_k : array-like of int, shape (3,)
+        How many rows got each action of :data:`~ragcal.gates.ACTIONS`, in that order.
+    live_n, calibration_n : int
+        Rows of each side (every row gets one action, so each ``k`` sums to ``n``).
+    confidence : float, default=0.95
+
+    Returns
+    -------
+    DataFrame
+        As :func:`share_tests`, which calls this function: the two give identical results.
+    """
+    from scipy.stats import fisher_exact
+
+    from ..gates.base import ACTIONS
+    from ..metrics.outcomes import clopper_pearson
+
+    live_k = np.asarray(live_k, dtype=np.int64)
+    calibration_k = np.asarray(calibration_k, dtype=np.int64)
+    live_n, calibration_n = int(live_n), int(calibration_n)
+    for name, counts, total in (("live", live_k, live_n), ("calibration", calibration_k, calibration_n)):
+        if counts.shape != (len(ACTIONS),) or counts.min() < 0 or counts.sum() != total:
+            raise ValueError(
+                f"share_tests_from_counts: {name}_k must be {len(ACTIONS)} counts (one per action of {ACTIONS}) "
+                f"summing to {name}_n={total}; got {counts.tolist()}"
+            )
     live_low, live_high = clopper_pearson(live_k, live_n, confidence=confidence)
     calibration_low, calibration_high = clopper_pearson(calibration_k, calibration_n, confidence=confidence)
     occurs = (live_k + calibration_k) > 0
