@@ -1,8 +1,10 @@
 """Score logs larger than memory: ``ragcal calibrate`` and ``ragcal monitor`` on DuckDB, beside the pandas path.
 
-Run with ``.venv/bin/python benchmarks/bench_logs.py [--rows 10M 100M] [--folder DIR] [--json OUT]``. For each
-size a labeled synthetic score log (id, answerable, slice, ``dense_top1``, ``timestamp``) is written as one Parquet
-file in row groups of 5 M rows (never whole in memory). Then, each in a fresh process so that the peak memory
+Run with ``.venv/bin/python benchmarks/bench_logs.py [--rows 10M 100M] [--only calibrate monitor review]
+[--folder DIR [--keep-logs]] [--json OUT]``. For each size a labeled synthetic score log (id, query, answerable,
+slice, ``dense_top1``, ``timestamp``; the query text dictionary-encoded, as a lake stores repeated text) is written
+as one Parquet file in row groups of 5 M rows (never whole in memory); ``--keep-logs`` leaves it in ``--folder``
+and reuses it next time. Then, each in a fresh process so that the peak memory
 (RSS, from ``wait4``) is its own, the commands a user runs:
 
 - ``ragcal calibrate LOG --engine duckdb`` (three rules, AUC intervals), and ``--engine pandas`` up to
@@ -13,7 +15,7 @@ file in row groups of 5 M rows (never whole in memory). Then, each in a fresh pr
   passage retrieval needs a corpus), up to ``--review-max`` rows (default 100 M);
 
 and checks that both paths print the same thresholds. Every comparison runs side by side in one run; nothing is
-asserted. Disk: about 15 bytes a row (10 M rows: 150 MB; 1 B rows: 15 GB, opt-in with ``--rows 1B``).
+asserted. Disk: about 13 bytes a row (10 M rows: 130 MB; 1 B rows: 13 GB, opt-in with ``--rows 1B``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ import numpy as np
 
 CHUNK = 5_000_000
 SIZES = {"1M": 1_000_000, "10M": 10_000_000, "100M": 100_000_000, "1B": 1_000_000_000}
+COMMANDS = ("calibrate", "monitor", "review")
+#: Distinct question texts in a synthetic log.
+QUERIES = 1_000
 RULES = ["--rule", "keep@0.95", "--rule", "recall_guarantee@0.9", "--rule", "false_answer_guarantee@0.2"]
 
 
@@ -49,6 +54,7 @@ def write_log(path: Path, rows: int, *, seed: int = 0) -> None:
 
     rng = np.random.default_rng(seed)
     names = pa.array(["answerable", "near-domain", "unrelated"])
+    texts = pa.array([f"synthetic question {number}" for number in range(QUERIES)])
     start_time = np.datetime64("2026-01-01T00:00:00", "ms")
     writer = None
     try:
@@ -57,6 +63,7 @@ def write_log(path: Path, rows: int, *, seed: int = 0) -> None:
             slices, answerable, values = scores(rng, n)
             table = pa.table({
                 "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+                "query": pa.DictionaryArray.from_arrays(pa.array(rng.integers(0, QUERIES, n, dtype=np.int32)), texts),
                 "answerable": pa.array(answerable),
                 "slice": pa.DictionaryArray.from_arrays(pa.array(slices.astype(np.int32)), names),
                 "dense_top1": pa.array(values),
@@ -67,6 +74,13 @@ def write_log(path: Path, rows: int, *, seed: int = 0) -> None:
     finally:
         if writer is not None:
             writer.close()
+
+
+def log_rows(path: Path) -> int:
+    """Rows in the Parquet file at ``path`` (from its footer)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 def write_gate(folder: Path) -> tuple[Path, Path]:
@@ -117,9 +131,13 @@ def main(argv=None) -> int:
     parser.add_argument("--pandas-max", default="10M", choices=list(SIZES), help="largest size the pandas path reads")
     parser.add_argument("--monitor-max", default="100M", choices=list(SIZES), help="largest size monitor runs on")
     parser.add_argument("--review-max", default="100M", choices=list(SIZES), help="largest size review samples")
+    parser.add_argument("--only", nargs="+", default=list(COMMANDS), choices=COMMANDS, help="commands to run")
     parser.add_argument("--folder", type=Path, default=None, help="where the logs go (default: a temporary folder)")
+    parser.add_argument("--keep-logs", action="store_true", help="leave the logs in --folder; reuse those there")
     parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON too")
     options = parser.parse_args(argv)
+    if options.keep_logs and options.folder is None:
+        parser.error("--keep-logs needs --folder (a temporary folder is removed at the end)")
     root = options.folder or Path(tempfile.mkdtemp(prefix="ragcal-bench-logs-"))
     root.mkdir(parents=True, exist_ok=True)
     rows_out = []
@@ -129,16 +147,21 @@ def main(argv=None) -> int:
             rows = SIZES[size]
             log = root / f"{size}.parquet"
             started = time.perf_counter()
-            write_log(log, rows)
-            print(f"{size}: {rows:,} rows written in {time.perf_counter() - started:.1f} s, "
-                  f"{log.stat().st_size / 2**20:,.0f} MB of Parquet", flush=True)  # fmt: skip
-            commands = {"calibrate duckdb": ["calibrate", log, "--engine", "duckdb", *RULES]}
-            if rows <= SIZES[options.pandas_max]:
+            if options.keep_logs and log.exists() and log_rows(log) == rows:
+                print(f"{size}: reusing {log}", end="; ")
+            else:
+                write_log(log, rows)
+                print(f"{size}: {rows:,} rows written in {time.perf_counter() - started:.1f} s", end=", ")
+            print(f"{log.stat().st_size / 2**20:,.0f} MB of Parquet", flush=True)
+            commands = {}
+            if "calibrate" in options.only:
+                commands["calibrate duckdb"] = ["calibrate", log, "--engine", "duckdb", *RULES]
+            if "calibrate" in options.only and rows <= SIZES[options.pandas_max]:
                 commands["calibrate pandas"] = ["calibrate", log, "--engine", "pandas", *RULES]
-            if rows <= SIZES[options.monitor_max]:
+            if "monitor" in options.only and rows <= SIZES[options.monitor_max]:
                 commands["monitor duckdb"] = ["monitor", log, "--gate", gate, "--calibration", calibration,
                                               "--engine", "duckdb", "--json"]  # fmt: skip
-            if rows <= SIZES[options.review_max]:
+            if "review" in options.only and rows <= SIZES[options.review_max]:
                 commands["review duckdb"] = ["review", gate, log]
             results = {}
             for name, arguments in commands.items():
@@ -151,8 +174,9 @@ def main(argv=None) -> int:
             for name in ("calibrate duckdb", "calibrate pandas"):
                 for line in thresholds(results.get(name, {"output": ""})["output"]):
                     print(f"    {name.split()[1]}: {line}")
-            bins = [line for line in results["calibrate duckdb"]["output"].splitlines() if line.startswith("bins:")]
-            print(f"    duckdb {bins[0] if bins else 'printed no bins line'}")
+            if "calibrate duckdb" in results:
+                bins = [line for line in results["calibrate duckdb"]["output"].splitlines() if line.startswith("bins:")]
+                print(f"    duckdb {bins[0] if bins else 'printed no bins line'}")
             if "calibrate pandas" in results:
                 duck, pandas = results["calibrate duckdb"], results["calibrate pandas"]
                 print(
@@ -165,7 +189,8 @@ def main(argv=None) -> int:
             rows_out += [
                 {key: value for key, value in result.items() if key != "output"} for result in results.values()
             ]
-            log.unlink()
+            if not options.keep_logs:
+                log.unlink()
     finally:
         if options.folder is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -33,7 +33,16 @@ from .counts import DEFAULT_BINS, MAX_DISTINCT, LogCounts, count_log
 from .duckdb_counts import count_log_duckdb
 from .sources import duckdb_connection, duckdb_view, log_files, parse_time, read_pandas
 
-__all__ = ["AUTO_BYTES", "ENGINES", "choose_engine", "collect_batches", "count_signal", "log_batches", "sum_batches"]
+__all__ = [
+    "AUTO_BYTES",
+    "ENGINES",
+    "choose_engine",
+    "collect_batches",
+    "count_signal",
+    "gather",
+    "log_batches",
+    "sum_batches",
+]
 
 ENGINES = ("auto", "pandas", "duckdb", "spark")
 #: Under ``engine="auto"``, a log file above this size is read by DuckDB (a folder or a glob always is).
@@ -158,25 +167,51 @@ def sum_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame
 
 
 def collect_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame], output_columns, *,
-                    engine: str = "auto", since=None, until=None, output_types=None) -> pd.DataFrame:  # fmt: skip
+                    engine: str = "auto", since=None, until=None, output_types=None, reduce=None,
+                    reduce_rows: int = BATCH_ROWS) -> pd.DataFrame:  # fmt: skip
     """``function`` applied to every batch of the log, its outputs (a few rows each) concatenated.
 
     For merges that are not sums: e.g. each batch's ``k`` rows with the
     smallest hash per stratum, of which the caller keeps the ``k`` smallest
     overall. ``function(batch)`` returns a DataFrame with ``output_columns``;
-    ``output_types`` gives their Spark SQL types (default ``"string"``). The
-    row order of the result is not defined: sort it.
+    ``output_types`` gives their Spark SQL types (default ``"string"``).
+
+    ``reduce(rows) -> rows``, when given, keeps what matters of the rows
+    gathered so far (the ``k`` smallest, say); it is applied whenever more than
+    ``reduce_rows`` rows are held and once at the end, so memory holds about
+    ``reduce_rows`` rows whatever the log's size. It must not depend on how the
+    rows were split: ``reduce(a + b) == reduce(reduce(a) + reduce(b))``. Rows
+    come in batch order. The row order of the result is otherwise not defined.
     """
     output_columns = list(output_columns)
+    reduce_rows = check_int(reduce_rows, "reduce_rows", "collect_batches", low=1)
     engine = choose_engine(engine, source)
     if engine == "spark":
         from .spark_counts import collect_batches_spark
 
-        return collect_batches_spark(
-            source, columns, function, output_columns, output_types or {}, since=since, until=until
-        )
-    parts = [function(batch) for batch in log_batches(source, columns, engine=engine, since=since, until=until)]
-    parts = [part[output_columns] for part in parts if len(part)]
-    if not parts:
+        outputs = collect_batches_spark(
+            source, columns, function, output_columns, output_types or {}, since=since, until=until,
+            chunk_rows=reduce_rows,
+        )  # fmt: skip
+    else:
+        batches = log_batches(source, columns, engine=engine, since=since, until=until)
+        outputs = (function(batch) for batch in batches)
+    return gather(outputs, output_columns, reduce, reduce_rows)
+
+
+def gather(parts, output_columns, reduce=None, reduce_rows: int = BATCH_ROWS) -> pd.DataFrame:
+    """DataFrames ``parts`` concatenated (their ``output_columns``), reduced as :func:`collect_batches` says."""
+    output_columns = list(output_columns)
+    held, n_held = [], 0
+    for part in parts:
+        if not len(part):
+            continue
+        held.append(part[output_columns])
+        n_held += len(part)
+        if reduce is not None and n_held > reduce_rows:
+            held = [reduce(pd.concat(held, ignore_index=True))]
+            n_held = len(held[0])
+    if not held:
         return pd.DataFrame({column: pd.Series(dtype=object) for column in output_columns})
-    return pd.concat(parts, ignore_index=True)
+    rows = pd.concat(held, ignore_index=True)
+    return (rows if reduce is None else reduce(rows)).reset_index(drop=True)

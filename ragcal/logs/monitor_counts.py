@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +200,12 @@ class _ActionCounts:
         })  # fmt: skip
 
 
+def _earliest(frame: pd.DataFrame, rows: int) -> pd.DataFrame:
+    """The ``rows`` earliest rows of ``frame`` by ``micros`` (ties in their order), as int64 and float."""
+    frame = frame.astype({"micros": np.int64, "score": float})
+    return frame.iloc[np.argsort(frame["micros"].to_numpy(), kind="stable")[:rows]]
+
+
 @dataclass(frozen=True)
 class _EarliestScores:
     """A batch's ``rows`` earliest rows (by timestamp, then batch order): timestamp in microseconds, gate's score."""
@@ -212,8 +219,7 @@ class _EarliestScores:
         micros = (stamps[kept] - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
         frame = pd.DataFrame({"micros": micros.to_numpy(np.int64),
                               "score": self.gate.decide_table(batch)["score"].to_numpy(float)[kept]})  # fmt: skip
-        order = np.argsort(frame["micros"].to_numpy(), kind="stable")[: self.rows]
-        return frame.iloc[order]
+        return _earliest(frame, self.rows)
 
 
 def _binned(values, binning: Binning) -> tuple[np.ndarray, np.ndarray]:
@@ -375,10 +381,8 @@ def monitor_log(gate, source, calibration, *, engine: str = "auto", since=None, 
     if timestamped:
         level = alpha / (len(two_sample_family(shares, signals)) + 1)
         earliest = collect_batches(source, columns, _EarliestScores(gate, sequential_rows), ["micros", "score"],
-                                   output_types={"micros": "long", "score": "double"}, **window)  # fmt: skip
-        earliest = earliest.astype({"micros": np.int64, "score": float})
-        order = np.argsort(earliest["micros"].to_numpy(), kind="stable")[:sequential_rows]
-        earliest = earliest.iloc[order]
+                                   output_types={"micros": "long", "score": "double"},
+                                   reduce=partial(_earliest, rows=sequential_rows), **window)  # fmt: skip
         stamps = pd.to_datetime(earliest["micros"].to_numpy(), unit="us", utc=True)
         sequential = sequential_test(earliest["score"].to_numpy(), stamps, alpha=level, random_state=rng)
         seen = len(earliest)

@@ -322,10 +322,10 @@ def review_sample_log(gate, source, *, engine: str = "auto", since=None, until=N
 
     function = partial(_smallest_keys, gate=gate, cutoffs=cutoffs, taken=taken, seed=seed, has_id=has_id)
     output_types = {**DRAW_TYPES, **dict.fromkeys(signals, "double")}
-    candidates = collect_batches(source, signals, function, list(output_types), output_types=output_types, **window)
-    candidates = candidates.astype({column: float for column in ("score", "bar_distance", *signals)})
-    candidates["draw_key"] = candidates["draw_key"].astype(np.int64)
-    chosen = _keep_smallest(candidates, taken)
+    chosen = collect_batches(source, signals, function, list(output_types), output_types=output_types,
+                             reduce=partial(_keep_smallest, taken=taken), **window)  # fmt: skip
+    chosen = chosen.astype({column: float for column in ("score", "bar_distance", *signals)})
+    chosen["draw_key"] = chosen["draw_key"].astype(np.int64)
     got = chosen["stratum"].value_counts()
     short = [stratum for stratum, count in taken.items() if int(got.get(stratum, 0)) != count]
     if short:

@@ -17,6 +17,7 @@ identical counts.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import sys
@@ -274,17 +275,21 @@ def sum_batches_spark(source, columns, function, keys, key_types, *, since=None,
 
 
 def collect_batches_spark(source, columns, function, output_columns, output_types, *, since=None, until=None,
-                          spark=None) -> pd.DataFrame:  # fmt: skip
-    """:func:`ragcal.logs.engines.collect_batches` on Spark: ``mapInPandas(function)``, every output row collected.
+                          spark=None, chunk_rows: int = 1_000_000):  # fmt: skip
+    """:func:`ragcal.logs.engines.collect_batches` on Spark: ``mapInPandas(function)``, its rows brought back.
 
-    ``function`` must return few rows per batch (it runs on the workers; what it returns comes to the driver).
+    Yields DataFrames of at most ``chunk_rows`` rows, one partition at a time
+    (``toLocalIterator``), so that the driver holds what the caller keeps of
+    them, not every row ``function`` returned.
     """
     since, until = parse_time(since, "since"), parse_time(until, "until")
+    output_columns = list(output_columns)
     spark, own_session = session_for(source, spark)
     try:
         schema = _schema(output_columns, output_types)
-        rows = _mapped(spark, source, columns, function, schema, since, until).collect()
+        rows = _mapped(spark, source, columns, function, schema, since, until).toLocalIterator()
+        while chunk := list(itertools.islice(rows, chunk_rows)):
+            yield pd.DataFrame([tuple(row) for row in chunk], columns=output_columns)
     finally:
         if own_session:
             spark.stop()
-    return pd.DataFrame([tuple(row) for row in rows], columns=list(output_columns))

@@ -102,7 +102,9 @@ def test_ks_from_counts_equals_scipy_on_the_rows(sizes):
     live = np.round(rng.normal(0.1, 1, sizes[0]), 1)  # ties within and across the samples
     calibration = np.round(rng.normal(0, 1, sizes[1]), 1)
     expected = ks_2samp(live, calibration)
-    statistic, p_value = ks_from_counts(*np.unique(live, return_counts=True), *np.unique(calibration, return_counts=True))
+    statistic, p_value = ks_from_counts(
+        *np.unique(live, return_counts=True), *np.unique(calibration, return_counts=True)
+    )
     assert statistic == expected.statistic  # to the bit, exact or asymptotic branch
     assert p_value == pytest.approx(expected.pvalue, rel=1e-12, abs=1e-300)
     assert np.isnan(ks_from_counts([], [], [1.0], [3])).all()

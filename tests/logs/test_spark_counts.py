@@ -117,3 +117,34 @@ def test_calibration_from_spark_counts_is_the_in_memory_one_and_the_window_is_ap
     summed = sum_batches(tmp_path / "log.csv", ["s"], above, ["band"], engine="spark", since="2026-03-10",
                          until="2026-04-01")  # fmt: skip
     assert dict(zip(summed["band"], summed["n"])) == above(inside).set_index("band")["n"].to_dict()
+
+
+@pytest.mark.parametrize("engine", ["pandas", "duckdb", "spark"])
+def test_what_the_caller_keeps_is_reduced_as_rows_come_in_on_every_engine(spark, tmp_path, engine):
+    from ragcal.logs.engines import collect_batches, gather
+
+    log = synthetic_log(6_000, seed=4, distinct=40)  # ties in s, broken by id
+    log.to_parquet(tmp_path / "log.parquet", index=False)
+    held = []
+
+    def smallest(rows):  # the 25 rows first by (s, id): the same whatever the split
+        held.append(len(rows))
+        return rows.astype({"s": float}).sort_values(["s", "id"], kind="stable").head(25)
+
+    def scored(batch):
+        return batch.loc[batch["s"].notna(), ["id", "s"]]
+
+    expected = smallest(scored(log)).reset_index(drop=True)
+    held.clear()
+    kept = collect_batches(tmp_path / "log.parquet", ["s"], scored, ["id", "s"], engine=engine,
+                           output_types={"s": "double"}, reduce=smallest, reduce_rows=400)  # fmt: skip
+    pd.testing.assert_frame_equal(kept, expected)
+    if engine == "spark":  # rows come to the driver in chunks of reduce_rows, reduced as they come
+        assert len(held) > 10 and max(held) <= 2 * 400
+    # The same through gather on parts of any size: never more than reduce_rows + one part is held.
+    held.clear()
+    parts = (scored(log.iloc[start : start + 150]) for start in range(0, len(log), 150))
+    pd.testing.assert_frame_equal(gather(parts, ["id", "s"], smallest, reduce_rows=400), expected)
+    assert len(held) > 10 and max(held) <= 400 + 150
+    empty = gather(iter([]), ["id", "s"], smallest)
+    assert list(empty.columns) == ["id", "s"] and len(empty) == 0
