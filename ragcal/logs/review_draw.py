@@ -174,11 +174,13 @@ def _log_columns(source) -> list:
 
 
 def duplicate_id(source, *, engine: str = "auto", since=None, until=None):
-    """The first id (stripped text) that two rows of the log in the window share, or None.
+    """An id (stripped text) that two rows of the log in the window share, or None.
 
-    The pandas engine checks in memory; DuckDB and Spark group the log by id
-    inside the engine (out of core; on a very large log this is the costliest
-    pass of :func:`review_sample_log`, which ``check_ids=False`` skips).
+    The pandas engine checks in memory and gives the first repeat in row order;
+    DuckDB (by the ids' hashes, then the ids with a repeated hash) and Spark
+    group the log inside the engine, out of core, and give one of them. On a
+    very large log this is a costly pass of :func:`review_sample_log`, which
+    ``check_ids=False`` skips.
     """
     engine = choose_engine(engine, source)
     since, until = parse_time(since, "since"), parse_time(until, "until")
@@ -190,13 +192,9 @@ def duplicate_id(source, *, engine: str = "auto", since=None, until=None):
         connection = duckdb_connection()
         try:
             duckdb_view(connection, source, since, until)
-            found = connection.execute(
-                'SELECT trim(CAST("id" AS VARCHAR)) AS id FROM score_log GROUP BY 1 HAVING count(*) > 1 '
-                "ORDER BY 1 LIMIT 1"
-            ).fetchall()
+            return _duplicate_id_duckdb(connection)
         finally:
             connection.close()
-        return found[0][0] if found else None
     from .spark_counts import quoted_column, read_log, session_for, windowed
 
     spark, own_session = session_for(source, None)
@@ -210,6 +208,35 @@ def duplicate_id(source, *, engine: str = "auto", since=None, until=None):
         if own_session:
             spark.stop()
     return found[0]["id"] if found else None
+
+
+def _duplicate_id_duckdb(connection, page: int = 1_000):
+    """The smallest repeated id among those whose hash is in the first repeated hashes, or None.
+
+    Grouping a billion text ids runs out of DuckDB's memory limit; grouping
+    their 64-bit hashes spills to disk. Repeated hashes are then checked on the
+    ids themselves, ``page`` at a time (two ids can share a hash).
+    """
+    text = 'trim(CAST("id" AS VARCHAR))'
+    last = None
+    while True:
+        above = "" if last is None else f"AND h > {last}"
+        hashes = [row[0] for row in connection.execute(
+            f"SELECT h FROM (SELECT hash({text}) AS h FROM score_log) GROUP BY h HAVING count(*) > 1 {above} "
+            f"ORDER BY h LIMIT {int(page)}"
+        ).fetchall()]  # fmt: skip
+        if not hashes:
+            return None
+        found = connection.execute(
+            f"SELECT {text} AS id FROM score_log WHERE hash({text}) IN (SELECT unnest(?::UBIGINT[])) "
+            "GROUP BY 1 HAVING count(*) > 1 ORDER BY 1 LIMIT 1",
+            [hashes],
+        ).fetchall()
+        if found:
+            return found[0][0]
+        if len(hashes) < page:
+            return None
+        last = hashes[-1]
 
 
 def _cutoffs(buckets: pd.DataFrame, inside: pd.DataFrame | None, near_fraction: float):

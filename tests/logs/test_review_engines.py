@@ -152,6 +152,25 @@ def test_bad_logs_are_refused_naming_the_file(logs, tmp_path):
         review_sample_log(GATE, folder / "one.parquet", size=3)
 
 
+def test_duckdb_finds_a_repeated_id_by_hashes_page_after_page(tmp_path):
+    from ragcal.logs.review_draw import _duplicate_id_duckdb
+    from ragcal.logs.sources import duckdb_connection, duckdb_view
+
+    ids = [f"x{i}" for i in range(5_000)]
+    repeated = {f"x{i}" for i in (17, 2_222, 4_999)}
+    pd.DataFrame({"id": [*ids, *sorted(repeated), " x17 "]}).to_parquet(tmp_path / "ids.parquet", index=False)
+    pd.DataFrame({"id": ids}).to_parquet(tmp_path / "unique.parquet", index=False)
+    connection = duckdb_connection()
+    try:
+        duckdb_view(connection, tmp_path / "ids.parquet", None, None)
+        for page in (1, 2, 1_000):  # one repeated hash per query, then two, then all of them
+            assert _duplicate_id_duckdb(connection, page=page) in repeated
+    finally:
+        connection.close()
+    assert duplicate_id(tmp_path / "ids.parquet", engine="duckdb") in repeated
+    assert duplicate_id(tmp_path / "unique.parquet", engine="duckdb") is None
+
+
 def test_a_log_without_ids_is_keyed_by_its_query(tmp_path):
     log = live_log(300, seed=2).drop(columns=["id"])
     log.loc[:9, "query"] = "the same question"  # ten rows asked the same thing: one key
