@@ -113,12 +113,15 @@ def run(arguments) -> dict:
     """One command in a fresh process: wall seconds, peak RSS (MB), exit status and what it printed."""
     started = time.perf_counter()
     command = ["-c", REVIEW, *arguments[1:]] if arguments[0] == "review" else ["-m", "ragcal", *arguments]
-    process = subprocess.Popen([sys.executable, *map(str, command)], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True)  # fmt: skip
-    output = process.stdout.read()
-    _, status, usage = os.wait4(process.pid, 0)
+    with tempfile.TemporaryFile("w+") as errors:
+        process = subprocess.Popen([sys.executable, *map(str, command)], stdout=subprocess.PIPE, stderr=errors,
+                                   text=True)  # fmt: skip
+        output = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        errors.seek(0)
+        error = errors.read()
     return {"seconds": time.perf_counter() - started, "peak_rss_mb": usage.ru_maxrss / 1024,
-            "status": os.waitstatus_to_exitcode(status), "output": output}  # fmt: skip
+            "status": os.waitstatus_to_exitcode(status), "output": output, "error": error}  # fmt: skip
 
 
 def thresholds(output: str) -> list[str]:
@@ -169,6 +172,8 @@ def main(argv=None) -> int:
                 result.update(command=name, size=size, rows=rows, per_100m=result["seconds"] * 1e8 / rows)
                 print(f"  {name:<17} {result['seconds']:7.1f} s ({result['per_100m']:.1f} s per 100 M rows), peak "
                       f"{result['peak_rss_mb']:,.0f} MB, exit {result['status']}", flush=True)  # fmt: skip
+                if result["status"] != 0:  # what the command said on stderr, its last lines
+                    print("    " + "\n    ".join(result["error"].strip().splitlines()[-5:]), flush=True)
             if "review duckdb" in results:
                 print(f"    review: {results['review duckdb']['output'].strip()}")
             for name in ("calibrate duckdb", "calibrate pandas"):
@@ -187,7 +192,8 @@ def main(argv=None) -> int:
                     flush=True,
                 )
             rows_out += [
-                {key: value for key, value in result.items() if key != "output"} for result in results.values()
+                {key: value for key, value in result.items() if key not in ("output", "error")}
+                for result in results.values()
             ]
             if not options.keep_logs:
                 log.unlink()

@@ -16,13 +16,15 @@ Counts of one signal come from :func:`count_signal`. Anything else that
 decomposes into counts (a gate's decisions, say) is a function applied to the
 log in batches of rows, each returning a small table of keys and ``n``, summed
 over batches by :func:`sum_batches`: in Python for pandas and DuckDB (which
-streams the batches, so that memory holds one batch), as ``mapInPandas``
-followed by ``groupBy().sum()`` on Spark.
+streams the batches; their tables are summed as they come, so that memory
+holds about a batch), as ``mapInPandas`` followed by ``groupBy().sum()`` on
+Spark.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -126,7 +128,7 @@ def log_batches(source, columns, *, engine: str = "auto", since=None, until=None
 
 
 def sum_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame], keys, *, engine: str = "auto",
-                since=None, until=None, key_types=None) -> pd.DataFrame:  # fmt: skip
+                since=None, until=None, key_types=None, batch_rows: int = BATCH_ROWS) -> pd.DataFrame:  # fmt: skip
     """``function`` applied to every batch of the log, its tables of ``keys`` and ``n`` summed over batches.
 
     Parameters
@@ -144,6 +146,10 @@ def sum_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame
         See the module docstring.
     key_types : dict, optional
         Spark SQL type of each key (default ``"string"``), for ``mapInPandas``.
+    batch_rows : int
+        Rows per batch on pandas and DuckDB (Spark makes its own batches). The
+        tables ``function`` returns are summed whenever they hold more than this
+        many rows, so memory holds about two batches whatever the log's size.
 
     Returns
     -------
@@ -157,18 +163,22 @@ def sum_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame
 
         summed = sum_batches_spark(source, columns, function, keys, key_types or {}, since=since, until=until)
     else:
-        parts = [function(batch) for batch in log_batches(source, columns, engine=engine, since=since, until=until)]
-        parts = [part for part in parts if len(part)]
-        if not parts:
+        batches = log_batches(source, columns, engine=engine, since=since, until=until, batch_rows=batch_rows)
+        summed = gather((function(batch) for batch in batches), [*keys, "n"], partial(_summed, keys=keys), batch_rows)
+        if summed.empty:
             return pd.DataFrame({**{key: pd.Series(dtype=object) for key in keys}, "n": pd.Series(dtype=np.int64)})
-        summed = pd.concat(parts, ignore_index=True).groupby(keys, dropna=False)["n"].sum().reset_index()
     summed["n"] = summed["n"].astype(np.int64)
     return summed.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
+def _summed(rows: pd.DataFrame, keys) -> pd.DataFrame:
+    """``n`` summed per distinct ``keys`` (missing keys are keys too)."""
+    return rows.groupby(keys, dropna=False)["n"].sum().reset_index()
+
+
 def collect_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataFrame], output_columns, *,
                     engine: str = "auto", since=None, until=None, output_types=None, reduce=None,
-                    reduce_rows: int = BATCH_ROWS) -> pd.DataFrame:  # fmt: skip
+                    reduce_rows: int = BATCH_ROWS, batch_rows: int = BATCH_ROWS) -> pd.DataFrame:  # fmt: skip
     """``function`` applied to every batch of the log, its outputs (a few rows each) concatenated.
 
     For merges that are not sums: e.g. each batch's ``k`` rows with the
@@ -182,6 +192,7 @@ def collect_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataF
     ``reduce_rows`` rows whatever the log's size. It must not depend on how the
     rows were split: ``reduce(a + b) == reduce(reduce(a) + reduce(b))``. Rows
     come in batch order. The row order of the result is otherwise not defined.
+    ``batch_rows`` is the rows per batch on pandas and DuckDB (Spark makes its own).
     """
     output_columns = list(output_columns)
     reduce_rows = check_int(reduce_rows, "reduce_rows", "collect_batches", low=1)
@@ -194,7 +205,7 @@ def collect_batches(source, columns, function: Callable[[pd.DataFrame], pd.DataF
             chunk_rows=reduce_rows,
         )  # fmt: skip
     else:
-        batches = log_batches(source, columns, engine=engine, since=since, until=until)
+        batches = log_batches(source, columns, engine=engine, since=since, until=until, batch_rows=batch_rows)
         outputs = (function(batch) for batch in batches)
     return gather(outputs, output_columns, reduce, reduce_rows)
 

@@ -148,3 +148,20 @@ def test_what_the_caller_keeps_is_reduced_as_rows_come_in_on_every_engine(spark,
     assert len(held) > 10 and max(held) <= 400 + 150
     empty = gather(iter([]), ["id", "s"], smallest)
     assert list(empty.columns) == ["id", "s"] and len(empty) == 0
+
+
+@pytest.mark.parametrize("engine", ["pandas", "duckdb"])
+def test_batch_tables_are_summed_as_they_come_in(tmp_path, engine):
+    from ragcal.logs.engines import sum_batches
+
+    log = synthetic_log(6_000, seed=5, distinct=400)  # NaN scores are a key too
+    log.to_parquet(tmp_path / "log.parquet", index=False)
+
+    def per_score(batch):  # up to 250 rows per batch of 250: summed many times over 24 batches
+        return batch.groupby(["slice", "s"], dropna=False).size().rename("n").reset_index()
+
+    expected = per_score(log).sort_values(["slice", "s"], kind="stable").reset_index(drop=True)
+    summed = sum_batches(tmp_path / "log.parquet", ["s"], per_score, ["slice", "s"], engine=engine, batch_rows=250)
+    assert log["s"].isna().any() and len(expected) > 250
+    pd.testing.assert_frame_equal(summed, expected, check_dtype=False)
+    assert summed["n"].dtype == np.int64 and summed["n"].sum() == len(log)
