@@ -6,6 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# Pinned numeric kernels (ragcal/numerics.py): the same bits on AVX2 and AVX-512 machines.
+export ATEN_CPU_CAPABILITY := avx2
+export MKL_CBWR := AVX2
+
 .PHONY: reproduce test benchmark clean-venv
 
 $(STAMP): pyproject.toml constraints.txt

@@ -2,10 +2,16 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
+from ragcal.numerics import PINNED_ENVIRONMENT
 
-from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, RUST_BOOK_EXCLUDE
-from ragcal.embedding import Embedder
+# Pinned numeric kernels (ragcal.numerics) before anything imports torch, so that the tests that compare bits with
+# committed numbers hold on AVX2 and AVX-512 machines alike; xdist's workers inherit them.
+os.environ.update(PINNED_ENVIRONMENT)
+
+import pytest  # noqa: E402
+
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, RUST_BOOK_EXCLUDE  # noqa: E402
+from ragcal.embedding import Embedder  # noqa: E402
 
 # Pages copied into the small end-to-end corpus; the queries in tests refer to them.
 SLICE_PAGES = (

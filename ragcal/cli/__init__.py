@@ -46,8 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Commands whose output is compared bit for bit with committed files: they run with pinned kernels.
+PINNED_COMMANDS = ("reproduce", "golden")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in PINNED_COMMANDS:
+        from ..numerics import reexec_pinned
+
+        reexec_pinned(["ragcal", *(sys.argv[1:] if argv is None else argv)])
     try:
         load_signals_modules(args)
         code = args.run(args)

@@ -1,11 +1,22 @@
-"""Sentence-transformers models (MiniLM by default): one text per forward pass, through the embedding cache.
+"""Sentence-transformers models (MiniLM by default): batched, and exact, through the embedding cache.
 
-Every text is encoded on its own (a batch of one, so never padded): its vector
-is a function of the model and the text only, bit for bit, whatever else is
-encoded in the same call and whatever is already cached. (Batched encoding pads
-each text to the longest one in its batch, and the batch shape changes the last
-bits of the result, so the vectors used to depend on what happened to be
-cached.) On the bundled model and corpus this is no slower than batches of 64.
+A text's vector must not depend on which other texts share its batch, in what
+order, or on what the cache already holds: the committed results are rebuilt
+bit for bit from a cache filled in any order. Batched encoding usually breaks
+that, because each text is padded to the longest one in its batch and the
+padded length changes the last bits of the result.
+
+Here every text is padded to a length fixed by its own token count: the next
+multiple of :data:`LENGTH_BUCKET` tokens (capped at the model's maximum
+sequence length). Texts of the same bucket are encoded together, so the
+forward pass runs at batch speed, and each row of a batch is computed exactly
+as it would be alone at that padded length, whatever the number of rows
+(``tests/embedding/test_batching.py`` checks it bit for bit against texts
+encoded alone, shuffled, and in batches of other sizes).
+
+The bits still depend on the CPU kernels torch selects (AVX2 or AVX-512): the
+kernel name is part of the cache key (:attr:`Embedder.cache_key`), and
+:mod:`ragcal.numerics` pins it for the study.
 
 sentence-transformers (and torch) are imported when the model is first used.
 """
@@ -20,12 +31,73 @@ import numpy as np
 from .cache import CACHE_COMMIT_EVERY, EmbeddingCache, default_cache_dir
 from .models import DEFAULT_MODEL, resolve_model
 
-__all__ = ["ENCODING_SCHEME", "Embedder"]
+__all__ = ["ENCODING_SCHEME", "LENGTH_BUCKET", "Embedder", "length_buckets", "supports_fixed_shapes"]
 
-# How vectors are computed, appended to the fingerprint to make the cache key. "b1": every text alone (batch of one).
-# Entries written before it existed are keyed by the bare fingerprint and came from length-sorted batches of 64, whose
-# vectors depend on the batch; they are therefore never read. Change this tag whenever the scheme changes.
-ENCODING_SCHEME = "b1"
+#: Token lengths are padded up to a multiple of this many tokens (the model's maximum sequence length caps it).
+LENGTH_BUCKET = 16
+#: Tokens per forward pass (rows = this // padded length): it sets the speed only, never the bits.
+TOKENS_PER_BATCH = 8192
+# How vectors are computed, appended to the fingerprint to make the cache key. "pad16": every text padded to the next
+# multiple of 16 tokens. Entries written under an earlier scheme ("b1": each text alone, unpadded; before it,
+# length-sorted batches of 64) are never read. Change this tag whenever the scheme changes.
+ENCODING_SCHEME = f"pad{LENGTH_BUCKET}"
+
+
+def length_buckets(lengths, *, max_length: int, tokens_per_batch: int = TOKENS_PER_BATCH, bucket: int = LENGTH_BUCKET):
+    """Group texts by padded length: ``(padded_length, rows)`` batches, in increasing padded length.
+
+    Parameters
+    ----------
+    lengths : sequence of int
+        Token count of each text (special tokens included, already truncated to ``max_length``).
+    max_length : int
+        The model's maximum sequence length; no text is padded beyond it.
+    tokens_per_batch : int, default=TOKENS_PER_BATCH
+        Each batch holds ``max(1, tokens_per_batch // padded_length)`` rows.
+    bucket : int, default=LENGTH_BUCKET
+
+    Returns
+    -------
+    iterator of (int, list of int)
+        The padded length (a function of the text's own length only) and the
+        positions of the texts in the batch, in their input order.
+
+    Examples
+    --------
+    >>> list(length_buckets([3, 20, 5, 40], max_length=32, tokens_per_batch=32))
+    [(16, [0, 2]), (32, [1, 3])]
+    """
+    padded = [min(-(-max(int(length), 1) // bucket) * bucket, max_length) for length in lengths]
+    for length in sorted(set(padded)):
+        rows = [position for position, value in enumerate(padded) if value == length]
+        size = max(1, tokens_per_batch // length)
+        for start in range(0, len(rows), size):
+            yield length, rows[start : start + size]
+
+
+def supports_fixed_shapes(model) -> bool:
+    """Whether ``model`` (a ``SentenceTransformer``) can be fed padded token batches directly.
+
+    True for a transformer followed by pooling modules (MiniLM and most
+    sentence-transformers models): its tokenizer is then all the input
+    preparation there is. Other models (lower-casing in the module, prompts,
+    other modalities) are encoded one text at a time instead.
+    """
+    modules = list(model.children()) if hasattr(model, "children") else []
+    first = modules[0] if modules else None
+    return (
+        type(first).__name__ == "Transformer"
+        and getattr(model, "tokenizer", None) is not None
+        and not getattr(first, "do_lower_case", False)
+        and not getattr(model, "default_prompt_name", None)
+    )
+
+
+def kernel_capability() -> str:
+    """The CPU kernels torch dispatches to (``"AVX2"``, ``"AVX512"``, ...): their last bits differ."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 class Embedder:
@@ -40,19 +112,21 @@ class Embedder:
     use_cache : bool, default=True
         False encodes everything and touches no file.
     batch_size : int, default=64
-        No longer a model batch: every text is encoded alone (see below). It
-        only sets when the progress bar appears by default (more than
-        ``2 * batch_size`` texts to encode), as before.
+        Sets when the progress bar appears by default (more than
+        ``2 * batch_size`` texts to encode). The forward passes hold
+        ``tokens_per_batch`` tokens each.
+    tokens_per_batch : int, default=TOKENS_PER_BATCH
+        Speed only: a text's vector is the same whatever the batch.
     device : str, default="cpu"
 
     Notes
     -----
     The model is loaded on first use, not at construction.
 
-    Each text is encoded alone, without padding, so its vector depends on the
-    model and the text only: the same bits whether it is encoded cold, read
-    from a cache filled by another run, or encoded next to other texts (on the
-    same software and hardware; other BLAS kernels may differ in the last bits).
+    Each text is padded to a length set by its own token count (see
+    :func:`length_buckets`), so its vector depends on the model, the text and
+    the CPU kernels only: the same bits whether it is encoded cold, read
+    from a cache filled by another run, or encoded next to other texts.
 
     :attr:`fingerprint` identifies the model (weights and max sequence
     length) and is what score tables and gate files record; it did not change
@@ -68,12 +142,14 @@ class Embedder:
         cache_dir=None,
         use_cache: bool = True,
         batch_size: int = 64,
+        tokens_per_batch: int = TOKENS_PER_BATCH,
         device: str = "cpu",
     ):
         self.spec = resolve_model(model)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.use_cache = use_cache
         self.batch_size = batch_size
+        self.tokens_per_batch = tokens_per_batch
         self.device = device
         self._model = None
         self._cache = None
@@ -123,8 +199,13 @@ class Embedder:
 
     @property
     def cache_key(self) -> str:
-        """The cache's ``model`` key: :attr:`fingerprint` plus ``/`` and :data:`ENCODING_SCHEME`."""
-        return f"{self.fingerprint}/{ENCODING_SCHEME}"
+        """The cache's ``model`` key: :attr:`fingerprint`, :data:`ENCODING_SCHEME` and the CPU kernels.
+
+        Vectors computed with other kernels (AVX-512 against AVX2) differ in
+        their last bits, so they are cached apart and never mixed.
+        """
+        scheme = ENCODING_SCHEME if supports_fixed_shapes(self.model) else "b1"
+        return f"{self.fingerprint}/{scheme}/{kernel_capability().lower()}"
 
     def _max_seq_length_from_config(self):
         config = Path(self.spec.location) / "sentence_bert_config.json"
@@ -141,20 +222,58 @@ class Embedder:
         return int(getter())
 
     def _encode_uncached(self, texts: list[str], show_progress_bar, *, store=None) -> np.ndarray:
-        """Encode each text alone (a batch of one: no padding, no dependence on the other texts).
+        """Encode ``texts`` in batches of one fixed shape per length bucket (see :func:`length_buckets`).
 
-        ``store(texts, vectors)``, when given, is called after every
-        :data:`CACHE_COMMIT_EVERY` texts and at the end, so that a run killed
-        half-way has committed what it encoded (each call is one transaction).
+        ``store(texts, vectors)``, when given, is called after every batch, so
+        that a run killed half-way has committed what it encoded (each call is
+        one transaction).
         """
+        model, dimension = self.model, self.dimension
+        output = np.empty((len(texts), dimension), dtype=np.float32)
+        if not texts:
+            return output
+        if not supports_fixed_shapes(model):
+            return self._encode_one_by_one(texts, output, show_progress_bar, store=store)
+        tokenizer, max_length = model.tokenizer, model.max_seq_length
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
+        batches = list(length_buckets(lengths, max_length=max_length, tokens_per_batch=self.tokens_per_batch))
+        if show_progress_bar is None:
+            show_progress_bar = len(texts) > 2 * self.batch_size
+        from tqdm.autonotebook import tqdm
+
+        with tqdm(total=len(texts), desc="Embedding", unit="text", disable=not show_progress_bar) as bar:
+            for padded_length, rows in batches:
+                output[rows] = self._forward_fixed([texts[row] for row in rows], padded_length)
+                if store is not None:
+                    store([texts[row] for row in rows], output[rows])
+                bar.update(len(rows))
+        return output
+
+    def _forward_fixed(self, texts: list[str], padded_length: int) -> np.ndarray:
+        """One forward pass over ``texts``, every one padded to ``padded_length`` tokens, L2-normalised."""
+        import torch
+
+        model = self.model
+        features = model.tokenizer(
+            texts, truncation=True, max_length=padded_length, padding="max_length", return_tensors="pt"
+        )
+        features = {name: tensor.to(model.device) for name, tensor in features.items()}
+        # oneDNN picks its matrix kernels by CPU (AVX2 or AVX-512, with other last bits) and has no switch to pin them;
+        # without it torch multiplies through MKL, which MKL_CBWR pins (ragcal.numerics), and is no slower here.
+        with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
+            vectors = model(features)["sentence_embedding"]
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
+
+    def _encode_one_by_one(self, texts, output, show_progress_bar, *, store=None) -> np.ndarray:
+        """A model :func:`supports_fixed_shapes` refuses: each text alone (a batch of one, never padded)."""
         from tqdm.autonotebook import tqdm
 
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 2 * self.batch_size
-        model, dimension = self.model, self.dimension
-        output = np.empty((len(texts), dimension), dtype=np.float32)
+        dimension = self.dimension
         for position, text in enumerate(tqdm(texts, desc="Embedding", unit="text", disable=not show_progress_bar)):
-            vector = model.encode(
+            vector = self.model.encode(
                 [text], batch_size=1, show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
             )
             output[position] = np.asarray(vector, dtype=np.float32).reshape(dimension)

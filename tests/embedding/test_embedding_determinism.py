@@ -1,4 +1,8 @@
-"""A chunk's vector is a function of (model, text) only: not of the cache state, nor of the other texts in the call."""
+"""A chunk's vector is a function of (model, text) only: not of the cache state, nor of the other texts in the call.
+
+The texts are encoded in batches (:func:`ragcal.embedding.minilm.length_buckets`), so these tests are what makes the
+batching exact: other batch sizes, orders, neighbours and cache states give the same bits.
+"""
 
 import random
 import sqlite3
@@ -9,7 +13,7 @@ import pytest
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
 from ragcal.embedding import DEFAULT_MODEL, Embedder, EmbeddingCache
-from ragcal.embedding.minilm import ENCODING_SCHEME
+from ragcal.embedding.minilm import ENCODING_SCHEME, LENGTH_BUCKET, kernel_capability, length_buckets
 from ragcal.embedding.models import PACKAGED_MODEL_SHA256
 
 pytestmark = pytest.mark.slow
@@ -61,6 +65,32 @@ def test_order_subset_and_neighbours_do_not_change_the_bits(texts, cold, tmp_pat
     assert_same_bits(alone.encode([texts[3], texts[3], texts[0]]), cold[[3, 3, 0]])
 
 
+def test_other_batch_sizes_and_shuffles_give_the_same_bits(texts, cold):
+    order = list(range(len(texts)))
+    random.Random(1).shuffle(order)
+    for tokens_per_batch in (1, 64, 300, 100_000):  # one text per pass up to every bucket in one pass
+        embedder = Embedder(use_cache=False, tokens_per_batch=tokens_per_batch)
+        assert_same_bits(embedder.encode([texts[i] for i in order]), cold[order])
+
+
+def test_the_vectors_are_the_models_own(texts, cold):
+    """Padding to a bucket changes the last bits only: sentence-transformers' own encode agrees to 1e-6."""
+    model = Embedder(use_cache=False).model
+    reference = model.encode(texts, batch_size=8, convert_to_numpy=True, normalize_embeddings=True)
+    np.testing.assert_allclose(cold, reference, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(cold, axis=1), 1.0, atol=1e-6)
+
+
+def test_length_buckets_pad_each_text_by_its_own_length():
+    lengths = [3, 16, 17, 40, 300, 1, 16]
+    batches = list(length_buckets(lengths, max_length=256, tokens_per_batch=32))
+    # 16 tokens: two rows a batch; 32: one; 48: none; 256 (the cap) for the text over it: one.
+    assert batches == [(16, [0, 1]), (16, [5, 6]), (32, [2]), (48, [3]), (256, [4])]
+    assert LENGTH_BUCKET == 16
+    assert list(length_buckets([], max_length=256)) == []
+    assert [rows for _, rows in length_buckets([5] * 5, max_length=256, tokens_per_batch=1)] == [[0], [1], [2], [3], [4]]
+
+
 def test_the_old_batched_scheme_did_depend_on_the_batch(texts, cold):
     """The tests above would have failed before: batches of 64 give other bits for a half-warm run."""
     model = Embedder(use_cache=False).model
@@ -81,7 +111,8 @@ def test_a_cache_written_with_the_old_key_is_not_read(texts, cold, tmp_path):
     embedder = Embedder(cache_dir=tmp_path)
     # The public fingerprint (score tables, gate files) is unchanged; only the cache key carries the scheme.
     assert embedder.fingerprint == f"{DEFAULT_MODEL}@{PACKAGED_MODEL_SHA256[:12]}/max256"
-    assert embedder.cache_key == f"{embedder.fingerprint}/{ENCODING_SCHEME}"
+    assert embedder.cache_key == f"{embedder.fingerprint}/{ENCODING_SCHEME}/{kernel_capability().lower()}"
+    assert kernel_capability() == "AVX2"  # pinned by conftest.py (ragcal.numerics)
     stale = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
     stale /= np.linalg.norm(stale, axis=1, keepdims=True)
     old_cache = EmbeddingCache(tmp_path / "embeddings.sqlite")

@@ -1,0 +1,82 @@
+"""Pinned numeric kernels: the same bits on every x86-64 machine with AVX2 or AVX-512.
+
+Torch chooses its CPU kernels when it starts: AVX-512 where the processor has
+it, AVX2 elsewhere. The two round differently in the last bits, so an
+embedding computed on one machine differs from the same embedding computed on
+another by about 1e-7, and a study whose threshold sits near a score writes
+other numbers. (That was the cause of the drift between the committed results
+and a fresh ``make reproduce``: they had been written on an AVX-512 machine and
+were rebuilt on an AVX2 one.)
+
+:data:`PINNED_ENVIRONMENT` fixes the kernels to the AVX2 ones that every such
+machine has:
+
+- ``ATEN_CPU_CAPABILITY=avx2``: torch's own vectorised kernels (softmax,
+  layer norm, GELU, ...);
+- ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility, for the
+  matrix products. :class:`ragcal.embedding.Embedder` runs its forward passes
+  with oneDNN switched off (``torch.backends.mkldnn.flags``), so that torch
+  multiplies through MKL; oneDNN picks its kernels by processor and has no
+  such switch.
+
+Both are read once, when torch and MKL load, so they must be in the
+environment before the process imports torch: ``make`` exports them,
+``ragcal reproduce`` and ``ragcal golden`` restart themselves with them
+(:func:`reexec_pinned`), and the test suite sets them in ``conftest.py``
+before anything imports torch. :func:`pinned` says whether the running
+process has them.
+
+They change nothing in a process that set them after loading torch: the
+embedding cache is keyed by the kernels torch actually runs
+(:attr:`ragcal.embedding.Embedder.cache_key`), so vectors from pinned and
+unpinned runs are never mixed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["PINNED_ENVIRONMENT", "pinned", "pinned_environment", "reexec_pinned"]
+
+#: Environment variables that pin the numeric kernels (read when torch and MKL load).
+PINNED_ENVIRONMENT = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+#: Set in the environment of a process that :func:`reexec_pinned` restarted, so it never loops.
+_REEXEC_MARK = "RAGCAL_PINNED_REEXEC"
+
+
+def pinned_environment(environ=None) -> dict:
+    """``environ`` (default ``os.environ``) with :data:`PINNED_ENVIRONMENT` added, as a new dict."""
+    return {**(os.environ if environ is None else environ), **PINNED_ENVIRONMENT}
+
+
+def pinned(environ=None) -> bool:
+    """Whether ``environ`` (default ``os.environ``) holds every value of :data:`PINNED_ENVIRONMENT`."""
+    environ = os.environ if environ is None else environ
+    return all(environ.get(name) == value for name, value in PINNED_ENVIRONMENT.items())
+
+
+def reexec_pinned(argv=None) -> None:
+    """Restart this process with :data:`PINNED_ENVIRONMENT`, unless it already has it.
+
+    For commands whose output is compared bit for bit with committed files
+    (``ragcal reproduce``, ``ragcal golden``). Does nothing when the
+    environment is already pinned; a restarted process that still is not
+    pinned raises ``RuntimeError`` rather than loop.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        The command line to run again; ``sys.argv`` when None.
+    """
+    if pinned():
+        return
+    if os.environ.get(_REEXEC_MARK):
+        raise RuntimeError(
+            "ragcal: could not pin the numeric kernels: " + ", ".join(f"{k}={v}" for k, v in PINNED_ENVIRONMENT.items())
+        )
+    argv = list(sys.argv if argv is None else argv)
+    environ = {**pinned_environment(), _REEXEC_MARK: "1"}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "ragcal.cli", *argv[1:]], environ)
