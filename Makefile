@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 export ATEN_CPU_CAPABILITY := avx2
 export MKL_CBWR := AVX2
 
-.PHONY: reproduce test benchmark clean-venv
+.PHONY: reproduce reduced-snapshot test benchmark clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ $(STAMP): pyproject.toml constraints.txt
 
 reproduce: $(STAMP)
 	$(BIN)/ragcal reproduce
+
+# The reduced study that tests/test_wheel.py compares with, byte for byte: rebuild it after a change that moves results.
+reduced-snapshot: $(STAMP)
+	rm -rf tests/golden/reduced-study
+	$(BIN)/ragcal reproduce --corpus fastapi --skip-notebooks --splits 50 --chunking headings-256,headings-512 \
+		--results tests/golden/reduced-study
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder

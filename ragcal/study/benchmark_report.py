@@ -199,7 +199,9 @@ def _llm_section(points: pd.DataFrame, heldout: pd.DataFrame, *, passages: int =
         "Clopper-Pearson interval (questions taken as independent) and an article bootstrap interval, beside the "
         "`dense_top1` threshold held out by article over all questions. An LLM answer counts as supported on the "
         f"risk-coverage figure when the question is answerable and a gold-page passage is among the dense top "
-        f"{passages} (what it was given).",
+        f"{passages} (what it was given). The verdicts (`llm_found_answer.csv`, `llm_verdicts.csv`) are an opt-in "
+        "study, about 13 minutes cold: `ragcal reproduce --benchmark squad2-A --llm` asks the LLM again and rewrites "
+        "them; a plain `make reproduce` reads them as they are.",
         "",
         pd.DataFrame(rows).to_markdown(index=False, disable_numparse=True),
         "",

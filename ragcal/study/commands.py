@@ -89,9 +89,19 @@ def add_parsers(commands) -> None:
     reproduce.add_argument(
         "--judge",
         action="store_true",
-        help="rebuild only results/judge/ and figures/judge/: judges cross-fitted on SQuAD 2.0 half A and the bundled "
-        "corpora against the retrieval signals (ragcal.study.judge; about an hour of CPU on two cores the first time, "
-        "the judges are then reused from the cache); a plain reproduce does it last",
+        help="opt-in: rebuild only results/judge/ and figures/judge/: judges cross-fitted on SQuAD 2.0 half A and the "
+        "bundled corpora against the retrieval signals (ragcal.study.judge; about an hour of CPU on two cores the "
+        "first time, the judges are then reused from the cache). A plain reproduce leaves them as they are",
+    )
+    reproduce.add_argument(
+        "--llm",
+        action="store_true",
+        help="opt-in: ask the local LLM (SmolLM2) again for its verdicts on the SQuAD sample and rewrite "
+        "results/squad2-A/llm_*.csv (about 13 minutes cold on two cores). Without it the benchmark study reads the "
+        "verdicts already in results/squad2-A/llm_found_answer.csv",
+    )
+    reproduce.add_argument(
+        "--timings", action="store_true", help="print each stage's wall-clock time at the end"
     )
     reproduce.set_defaults(run=run_reproduce)
 
@@ -135,6 +145,17 @@ def chunking_variants(names: str) -> dict:
 
 
 def run_reproduce(args) -> None:
+    from .timings import StageTimings
+
+    timings = StageTimings()
+    try:
+        _run_reproduce(args, timings)
+    finally:
+        if getattr(args, "timings", False):
+            print("\nstage timings (wall clock):\n" + timings.format())
+
+
+def _run_reproduce(args, timings) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
     from ..metrics.outcomes import slice_summary
@@ -142,11 +163,12 @@ def run_reproduce(args) -> None:
 
     check_data_dir()
     if args.judge:  # the judge study instead of the bundled corpora
-        return run_judge(args)
+        with timings.stage("judge study"):
+            return run_judge(args)
     if args.benchmark is not None:  # an imported benchmark instead of the bundled corpora
         if args.splits < 1:
             raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
-        return run_benchmark(args)
+        return run_benchmark(args, timings=timings)
     variants = None if args.chunking is None else chunking_variants(args.chunking)
     second = args.second_model or SECOND_MODEL
     second = None if second.lower() == "none" else second
@@ -168,6 +190,7 @@ def run_reproduce(args) -> None:
         variants=variants,
         reranker=args.reranker,
         second_model=second,
+        timings=timings,
     )
     for name, corpus_tables in tables.items():
         print(f"\n{BUNDLED[name].title}:", end="")
@@ -180,21 +203,24 @@ def run_reproduce(args) -> None:
         executed = args.executed_notebooks or (
             NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
         )
-        reproduce_figures(
-            [BUNDLED[name] for name in names],
-            figures_dir=figures,
-            results_dir=args.results,
-            output_dir=executed,
-        )
+        with timings.stage("notebooks (figures)"):
+            reproduce_figures(
+                [BUNDLED[name] for name in names],
+                figures_dir=figures,
+                results_dir=args.results,
+                output_dir=executed,
+            )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
     if args.corpus is None:  # the whole job: every public benchmark too, whose summary reads the corpora's results
         from .benchmark import BENCHMARKS
 
         for name in BENCHMARKS:
             print(f"\n{name}:")
-            run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}))
-        print("\njudge study:")
-        run_judge(args)
+            run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}), timings=timings)
+        print(
+            "\nNot rebuilt (opt-in, slow): the judge study in results/judge/ (ragcal reproduce --judge) and the "
+            "LLM's verdicts on SQuAD (ragcal reproduce --benchmark squad2-A --llm)."
+        )
 
 
 def run_judge(args) -> None:
@@ -215,11 +241,13 @@ def run_judge(args) -> None:
         print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")
 
 
-def run_benchmark(args) -> None:
+def run_benchmark(args, *, timings=None) -> None:
     """``ragcal reproduce --benchmark NAME``: the benchmark study, then its notebook (figures/<NAME>/)."""
     from ..embedding import load_embedder
     from .benchmark import BENCHMARKS, reproduce_benchmark
+    from .timings import StageTimings
 
+    timings = timings if timings is not None else StageTimings()
     if args.benchmark not in BENCHMARKS:
         raise ValueError(f"--benchmark: unknown benchmark {args.benchmark!r}; known: {', '.join(BENCHMARKS)}")
     tables = reproduce_benchmark(
@@ -228,6 +256,8 @@ def run_benchmark(args) -> None:
         embedder=load_embedder(cache_dir=args.cache_dir),
         max_splits=args.splits,
         cache_dir=args.cache_dir,
+        llm=getattr(args, "llm", False),
+        timings=timings,
     )
     print(tables["auc_clustered"].to_string(index=False, float_format="%.3f"))
     if not args.skip_notebooks:
@@ -237,7 +267,8 @@ def run_benchmark(args) -> None:
         executed = args.executed_notebooks or (
             NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
         )
-        reproduce_benchmark_figures(
-            args.benchmark, figures_dir=figures, results_dir=args.results / args.benchmark, output_dir=executed
-        )
+        with timings.stage(f"{args.benchmark}: notebook (figures)"):
+            reproduce_benchmark_figures(
+                args.benchmark, figures_dir=figures, results_dir=args.results / args.benchmark, output_dir=executed
+            )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")

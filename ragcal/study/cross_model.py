@@ -109,6 +109,28 @@ def _verdict(difference, low, high, labels, better_is_lower=False) -> str:
     return "neither (interval includes 0)"
 
 
+#: The file beside ``cross_model.md`` that holds the embedding times (run-dependent).
+TIMING_FILE = "cross_model_timing.md"
+
+
+def timing_report(timings: pd.DataFrame, *, labels) -> str:
+    """The embedding times of :func:`encoding_times` as Markdown: ms per text per model and their ratio."""
+    return "\n".join([
+        "# Cost in time (this run, this machine)",
+        "",
+        "Embedding without any cache, model loading excluded, best of 3 runs; the ratio is the first model's "
+        "time over the second's. These numbers vary with the machine and its load; everything in "
+        "`cross_model.md` is reproducible.",
+        "",
+        timings.assign(texts=[f"{n} {what}" for what, n in zip(timings["texts"], timings["n"])])
+        .pivot(index="texts", columns="model", values="ms_per_text")[list(labels)]
+        .rename(columns=lambda model: f"{model} (ms per text)")
+        .assign(**{"ratio": lambda frame: frame.iloc[:, 0] / frame.iloc[:, 1]})
+        .to_markdown(floatfmt=".2f"),
+        "",
+    ])
+
+
 def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd.DataFrame | None = None) -> str:
     """``results/cross_model.md`` from each corpus's tables (see :func:`write_cross_model`)."""
     first, second = labels
@@ -199,17 +221,10 @@ def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd
         ]
     if timings is not None and len(timings):
         lines += [
-            "## Cost in time (this run, this machine)",
+            "## Cost in time",
             "",
-            "Embedding without any cache, model loading excluded, best of 3 runs; the ratio is the first model's "
-            "time over the second's. These numbers vary with the machine and its load; everything else in this "
-            "file is reproducible.",
-            "",
-            timings.assign(texts=[f"{n} {what}" for what, n in zip(timings["texts"], timings["n"])])
-            .pivot(index="texts", columns="model", values="ms_per_text")[list(labels)]
-            .rename(columns=lambda model: f"{model} (ms per text)")
-            .assign(**{"ratio": lambda frame: frame.iloc[:, 0] / frame.iloc[:, 1]})
-            .to_markdown(floatfmt=".2f"),
+            f"In `{TIMING_FILE}`: it varies with the machine and its load (results/run-dependent.txt), so it is kept "
+            "apart from this file, which is reproducible to the byte.",
             "",
         ]
     return "\n".join(lines)
@@ -352,4 +367,7 @@ def write_cross_model(
     )
     atomic_write_text(results_dir / "cross_model.md", report)
     log(f"wrote {results_dir / 'cross_model.md'}")
+    if timings is not None and len(timings):
+        atomic_write_text(results_dir / TIMING_FILE, timing_report(timings, labels=labels))
+        log(f"wrote {results_dir / TIMING_FILE}")
     return per_corpus

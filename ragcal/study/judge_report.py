@@ -211,6 +211,9 @@ def judge_overview(results_root, names, *, titles=None) -> str:
             "Held-out means over splits; each corpus's summary.md has the intervals, the certified selective risk, "
             "the risk–coverage areas, the cost and the failures.",
             "",
+            "An opt-in study (about an hour of CPU on two cores, cold): `ragcal reproduce --judge` rebuilds "
+            "`results/judge/` and `figures/judge/`; a plain `make reproduce` leaves them as they are.",
+            "",
             _markdown(rows),
             "",
         ]

@@ -67,6 +67,7 @@ from .report import (
 )
 from .rerank import rerank_aucs, rerank_section
 from .selective import evaluate_selective, selective_section, support_inputs
+from .timings import StageTimings
 
 __all__ = ["SECOND_MODEL", "reproduce", "reproduce_corpus", "chunking_paragraph"]
 
@@ -142,6 +143,7 @@ def reproduce(
     variants=None,
     reranker=None,
     second_model: str | None = SECOND_MODEL,
+    timings: StageTimings | None = None,
     log=print,
 ) -> dict:
     """Run the whole experiment for every bundled corpus, then compare them.
@@ -165,6 +167,8 @@ def reproduce(
         ``results/cross_model.md`` compares with ``embedder`` on every corpus
         (:mod:`ragcal.study.cross_model`), when there are two corpora or more;
         None skips the comparison.
+    timings : StageTimings, default=None
+        Records each stage's time (``ragcal reproduce --timings`` prints them).
 
     Returns
     -------
@@ -176,6 +180,7 @@ def reproduce(
 
     results_dir = Path(results_dir)
     embedder = embedder or load_embedder()
+    timings = timings if timings is not None else StageTimings()
     names = list(corpora) if corpora is not None else list(BUNDLED)
     tables = {}
     for spec in [bundled(name) for name in names]:  # unknown names fail before any work
@@ -186,21 +191,24 @@ def reproduce(
             n_splits=n_splits,
             variants=variants,
             reranker=reranker,
+            timings=timings,
             log=log,
         )
     if len(tables) > 1:
-        write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
+        with timings.stage("cross-corpus report"):
+            write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
     if second_model is not None and len(tables) > 1:  # like cross_corpus.md: written for every corpus at once
         other = load_embedder(second_model, cache_dir=getattr(embedder, "cache_dir", None))
-        write_cross_model(
-            [tables[name]["spec"] for name in names],
-            {model_label(embedder): embedder, model_label(other): other},
-            results_dir,
-            rules=HELDOUT_RULES,
-            n_splits=n_splits,
-            timing_chunks=TIMING_CHUNKS,
-            log=log,
-        )
+        with timings.stage("cross-model report"):
+            write_cross_model(
+                [tables[name]["spec"] for name in names],
+                {model_label(embedder): embedder, model_label(other): other},
+                results_dir,
+                rules=HELDOUT_RULES,
+                n_splits=n_splits,
+                timing_chunks=TIMING_CHUNKS,
+                log=log,
+            )
     return tables
 
 
@@ -212,17 +220,22 @@ def reproduce_corpus(
     n_splits: int = 1000,
     variants=None,
     reranker=None,
+    timings: StageTimings | None = None,
     log=print,
 ) -> dict:
     """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
     results_dir = Path(results_dir)
     embedder = embedder or load_embedder()
-    index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
+    timings = timings if timings is not None else StageTimings()
+    stage = lambda name: timings.stage(f"{spec.name}: {name}")  # noqa: E731
+    with stage("index (chunk, embed)"):
+        index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     log(f"{spec.name}: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
-    retrieved = index.retrieve(queries["query"])
+    with stage("questions (retrieve, signals)"):
+        retrieved = index.retrieve(queries["query"])
+        table = score_table(queries, retrieved)
     config = {**index.config, "queries": _project_relative(spec.queries), "corpus": _project_relative(spec.corpus)}
-    table = score_table(queries, retrieved)
     write_score_table(results_dir / "scores.csv", table, config=config)
     write_trec_runs(results_dir / "runs", queries["id"], retrieved, config=config)
     log(f"wrote {results_dir / 'scores.csv'} and {results_dir / 'runs'}/")
@@ -233,39 +246,48 @@ def reproduce_corpus(
     atomic_write_text(results_dir / "retrieval.csv", retrieval.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'retrieval.csv'}")
 
-    chunking = sweep_chunking(
-        queries, corpus_dir=spec.corpus, embedder=embedder, variants=variants, exclude=spec.exclude, log=log
-    )
+    with stage("chunking sweep"):
+        chunking = sweep_chunking(
+            queries, corpus_dir=spec.corpus, embedder=embedder, variants=variants, exclude=spec.exclude, log=log
+        )
     atomic_write_text(results_dir / "chunking.csv", chunking.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'chunking.csv'}")
 
-    calibration = calibrate(table, results_dir, n_splits=n_splits, log=log)
-    labels = evaluate_label_curve(table, results_dir, log=log)
-    qpp = evaluate_qpp(table, runs, queries, results_dir, log=log)
-    gate_tables = evaluate_gates(
-        table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
-    )
+    with stage("calibration (AUC, sweeps, held-out splits)"):
+        calibration = calibrate(table, results_dir, n_splits=n_splits, log=log)
+    with stage("label curve"):
+        labels = evaluate_label_curve(table, results_dir, log=log)
+    with stage("QPP signals"):
+        qpp = evaluate_qpp(table, runs, queries, results_dir, log=log)
+    with stage("gates (held-out splits)"):
+        gate_tables = evaluate_gates(
+            table, queries, retrieved, results_dir, rules=HELDOUT_RULES, provenance=config, n_splits=n_splits, log=log
+        )
     results_per_row, gold = support_inputs(queries, retrieved)
-    learned = evaluate_learned_gates(
-        table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), results=results_per_row, gold=gold, log=log
-    )
-    selective = evaluate_selective(
-        table,
-        queries,
-        retrieved,
-        results_dir,
-        gate_heldout=gate_tables["heldout_gates"],
-        provenance=config,
-        n_splits=n_splits,
-        log=log,
-    )
+    with stage("learned gates"):
+        learned = evaluate_learned_gates(
+            table, results_dir, n_splits=min(n_splits, LEARNED_SPLITS), results=results_per_row, gold=gold, log=log
+        )
+    with stage("selective risk and certificates"):
+        selective = evaluate_selective(
+            table,
+            queries,
+            retrieved,
+            results_dir,
+            gate_heldout=gate_tables["heldout_gates"],
+            provenance=config,
+            n_splits=n_splits,
+            log=log,
+        )
 
-    rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
+    with stage("reranker signals"):
+        rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
     atomic_write_text(results_dir / "rerank_auc.csv", rerank_auc.to_csv(index=False, float_format="%.4f"))
     log(f"wrote {results_dir / 'rerank_auc.csv'} ({rerank_description['reranker']})")
     access = None
     if spec.name == "fastapi":
-        access = access_demonstration(spec, queries, embedder, n_splits=n_splits)
+        with stage("access control"):
+            access = access_demonstration(spec, queries, embedder, n_splits=n_splits)
         atomic_write_text(results_dir / "access.csv", access.to_csv(index=False, float_format="%.4f"))
         log(f"wrote {results_dir / 'access.csv'}")
 
