@@ -583,3 +583,19 @@ def test_fit_gate_dispatches_to_each_kinds_fit_function():
         fit_gate(table, "nope")
     with pytest.raises(TypeError, match="unexpected option"):
         fit_gate(table, "threshold", colour="red")
+
+
+def test_gate_files_record_the_threshold_placement_and_older_files_still_load(tmp_path):
+    import json
+
+    from ragcal.calibration import THRESHOLD_PLACEMENT
+
+    path = save_gate(tmp_path / "gate.json", ThresholdGate("dense_top1", 0.43), rule="keep@0.95", provenance=CONFIG)
+    document = json.loads(path.read_text())
+    assert document["threshold_placement"] == THRESHOLD_PLACEMENT
+    assert read_gate_file(path)["threshold_placement"] == THRESHOLD_PLACEMENT
+    del document["threshold_placement"]  # a file written before the field existed
+    path.write_text(json.dumps(document))
+    assert read_gate_file(path)["threshold_placement"] is None and load_gate(path) == ThresholdGate("dense_top1", 0.43)
+    hand = save_gate(tmp_path / "hand.json", ThresholdGate("dense_top1", 0.43))
+    assert read_gate_file(hand)["threshold_placement"] is None
