@@ -11,6 +11,8 @@ Modules, one concept each:
 
 - :mod:`~ragcal.calibration.rules`: every threshold rule in one registry
   (:data:`RULES`), :func:`parse_rule`, :func:`fit_threshold`;
+- :mod:`~ragcal.calibration.midway`: :func:`midway_threshold`, where a fitted
+  threshold sits (midway between the boundary calibration score and the next one);
 - :mod:`~ragcal.calibration.ltt`: Learn-then-Test (binomial p-values,
   fixed-sequence / Bonferroni / Holm, :class:`Certificate`), which certifies
   the risk rules and every gate of :mod:`ragcal.gates.certify`;
@@ -26,6 +28,7 @@ from .heldout import group_splits, heldout_outcomes, split_by_group, split_by_sl
 from .label_curve import kept_share_interval, label_curve
 from .ltt import Certificate, certify_candidates, ltt_certify
 from .report import Calibration, calibrate
+from .midway import THRESHOLD_PLACEMENT, midway_threshold
 from .rules import RULES, CalibrationWarning, Rule, fit_threshold, parse_rule
 
 __all__ = [
@@ -33,6 +36,8 @@ __all__ = [
     "Rule",
     "parse_rule",
     "fit_threshold",
+    "midway_threshold",
+    "THRESHOLD_PLACEMENT",
     "CalibrationWarning",
     "split_by_slice",
     "split_by_group",

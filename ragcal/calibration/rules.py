@@ -56,6 +56,20 @@ such as ``"keep@0.95"`` in one place (:data:`RULES` lists them).
     all questions). No closed form: Learn-then-Test certifies a threshold
     (:mod:`ragcal.calibration.ltt`, which registers these two rules).
 
+Where the threshold is put
+--------------------------
+The ``threshold_*`` functions return the boundary itself (a calibration
+score, or just above one). :func:`fit_threshold` then places the threshold
+midway between the boundary calibration score and the next one on the
+refusing side (:func:`~ragcal.calibration.midway.midway_threshold`): every
+value in that open interval answers the same calibration questions, so the
+rule's outcomes and guarantees are unchanged, and a perturbation smaller than
+half the gap cannot flip a calibration decision. The guarantee rules stay
+valid: the threshold moves towards answering only where no calibration score
+lies, and the order-statistic bounds above hold for every threshold in the
+interval (``recall_guarantee@`` refuses no more, ``false_answer_guarantee@``
+still answers only strictly above :math:`u_{[j]}`).
+
 Every rule is one :class:`Rule` in :data:`RULES`: its name, what its number
 means, the function that fits it and, for the rules Learn-then-Test can
 certify, the loss it bounds.
@@ -73,6 +87,7 @@ import numpy as np
 from scipy.stats import binom
 
 from .._params import check_float
+from .midway import midway_threshold
 
 __all__ = [
     "CalibrationWarning",
@@ -88,6 +103,7 @@ __all__ = [
     "threshold_min_cost",
     "fit_threshold",
     "fit_rule",
+    "place_threshold",
 ]
 
 
@@ -338,7 +354,16 @@ def fit_threshold(
     -------
     float
         Answer when ``score >= threshold`` (or ``<=`` for the other
-        orientation).
+        orientation). Never on a calibration score: midway between the
+        boundary calibration score and the next one (:func:`place_threshold`;
+        for the rules that need support, the support levels count as scores
+        too, since the threshold also cuts the passages); ``-inf``, ``+inf``
+        and NaN unchanged.
+
+    Examples
+    --------
+    >>> fit_threshold("keep@0.75", [0.4, 0.5, 0.6, 0.7], [True, True, True, True])  # boundary 0.5, next 0.4
+    0.45
     """
     name, value = parse_rule(rule)
     sign = 1.0 if higher_is_answerable else -1.0
@@ -347,7 +372,46 @@ def fit_threshold(
     threshold = RULES[name].fit(
         oriented, answerable, value, delta=delta, support=support, higher_is_answerable=higher_is_answerable, key=rule
     )
-    return sign * threshold
+    compared = oriented
+    if RULES[name].needs_support and support is not None and higher_is_answerable:
+        # The threshold is also the passage bar: keep the support levels' side of it too.
+        compared = np.concatenate([oriented, np.asarray(support, dtype=float).reshape(-1)])
+    return sign * place_threshold(threshold, compared)
+
+
+def place_threshold(threshold: float, scores) -> float:
+    """Midway placement of a threshold in the "higher is answerable" orientation, for any rule's output.
+
+    A finite threshold answers the calibration scores at or above it; the
+    lowest of those (the boundary) answers the same ones, and
+    :func:`~ragcal.calibration.midway.midway_threshold` moves it midway to the
+    next score below. A threshold above every score (it refuses every
+    calibration question, e.g. ``false_answer_guarantee@`` just above the
+    highest score) goes half the gap to the next score above the highest one;
+    see :func:`~ragcal.calibration.midway.midway_threshold` for the edge cases.
+
+    Parameters
+    ----------
+    threshold : float
+        Oriented (answer when ``score >= threshold``).
+    scores : array-like of float
+        Oriented calibration scores (NaN and infinite ones ignored).
+
+    Returns
+    -------
+    float
+        ``threshold`` unchanged when it is infinite or NaN, or when there is no finite score.
+    """
+    threshold = float(threshold)
+    values = np.asarray(scores, dtype=float).reshape(-1)
+    values = np.unique(values[np.isfinite(values)])
+    if not math.isfinite(threshold) or values.size == 0:
+        return threshold
+    answered = values[values >= threshold]
+    if answered.size:
+        return midway_threshold(float(answered[0]), values)
+    # Refuses every calibration score: the interval (highest score, +inf), placed as in the other orientation.
+    return midway_threshold(float(values[-1]), values, higher_is_answerable=False)
 
 
 def fit_rule(rule: str, scores, answerable, *, higher_is_answerable: bool = True, delta: float = 0.1, support=None):

@@ -7,6 +7,14 @@ candidates (thresholds, (floor, gap) pairs, a learned gate's threshold, the
 chain's three stage bars), says what each candidate answers and which answers
 are supported, and turns the chosen candidate back into a gate. When nothing
 is certified the gate refuses everything and the certificate says so.
+
+The gate's parameters are the chosen candidate's, placed midway between the
+boundary calibration value and the next one
+(:func:`ragcal.calibration.rules.place_threshold`,
+:func:`ragcal.gates.fit.place_floor_gap`): the placed gate answers, and passes
+on, exactly what the chosen candidate does on every calibration question, so
+the certificate (computed from those decisions, never from a threshold value)
+holds for it unchanged. The certificate's table keeps the candidates as tested.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..calibration.ltt import certify_candidates, quantile_grid, resolve_method, threshold_answers, threshold_grid
-from ..calibration.rules import fit_threshold
+from ..calibration.rules import fit_threshold, place_threshold
 from ..score_tables import check_score_table
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
 from .threshold import ThresholdGate, zero_means_no_match
@@ -78,7 +86,12 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
     certificate = certify_candidates(
         answered, supported, table["answerable"], rules, delta=delta, method=method, parameters=parameters
     )
-    threshold = math.inf * sign if certificate.chosen is None else float(parameters["threshold"][certificate.chosen])
+    threshold = math.inf * sign
+    if certificate.chosen is not None:
+        compared = scores
+        if support is not None and higher_is_answerable:  # the threshold also cuts passages at the support levels
+            compared = np.concatenate([scores, np.asarray(support, dtype=float).reshape(-1)])
+        threshold = sign * place_threshold(candidates[certificate.chosen], compared)
     gate = ThresholdGate(signal, threshold, higher_is_answerable=higher_is_answerable, **gate_options)
     return gate, certificate
 
@@ -134,7 +147,11 @@ def certify_floor_gap(table: pd.DataFrame, rules, *, support=None, delta: float 
     if certificate.chosen is None:
         floor, gap = math.inf, 0.0
     else:
-        floor, gap = float(grid_floor[certificate.chosen]), float(grid_gap[certificate.chosen])
+        from .fit import place_floor_gap
+
+        floor, gap = place_floor_gap(
+            float(grid_floor[certificate.chosen]), float(grid_gap[certificate.chosen]), top, second, levels=support
+        )
     return FloorGapGate(floor, gap, retriever=retriever, max_passages=max_passages), certificate
 
 
@@ -193,7 +210,7 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
         answered, supported, certify_table["answerable"], rules, delta=delta, method=method, parameters=parameters
     )
     certificate.candidates.attrs["fit_rows"] = int(fitting.sum())
-    threshold = math.inf if certificate.chosen is None else float(candidates[certificate.chosen])
+    threshold = math.inf if certificate.chosen is None else place_threshold(candidates[certificate.chosen], scores)
     gate = LearnedGate(model, threshold, passage_floor=bar, **gate_options)
     return gate, certificate
 
@@ -297,7 +314,15 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
         answered, supported, table["answerable"], rules, delta=delta, method=method, order=order, monotone=False,
         parameters=pd.DataFrame(grid),
     )
-    bars = (math.inf,) * 3 if certificate.chosen is None else tuple(
-        float(grid[name][certificate.chosen]) for name in ("high", "keyword", "low")
-    )
+    bars = (math.inf,) * 3
+    if certificate.chosen is not None:
+        # Each bar is compared with its stage's scores and, when it cuts passages, with the passages' scores.
+        passage_scores = [] if results is None else [
+            np.asarray(listed.scores, dtype=float) for row in results for listed in row.values()
+        ]
+        dense_values = np.concatenate([dense, *passage_scores])
+        keyword_values = np.concatenate([keyword_scores, *passage_scores])
+        high, keyword_bar, low = (float(grid[name][certificate.chosen]) for name in ("high", "keyword", "low"))
+        bars = (place_threshold(high, dense_values), place_threshold(keyword_bar, keyword_values),
+                place_threshold(low, dense_values))
     return default_chain(*bars, **options), certificate

@@ -14,6 +14,7 @@ import json
 import warnings
 from pathlib import Path
 
+from ..calibration.midway import THRESHOLD_PLACEMENT
 from .._io import atomic_write_text
 from .base import Gate, gate_from_dict
 
@@ -78,8 +79,8 @@ class GateWarning(UserWarning):
     """A gate is usable but something about its provenance deserves a look (e.g. the corpus changed)."""
 
 
-def save_gate(path, gate: Gate, *, rule=None, fitted=None, provenance=None) -> Path:
-    """Write ``gate`` with its rule, fitted numbers and provenance as JSON (atomically).
+def save_gate(path, gate: Gate, *, rule=None, fitted=None, provenance=None, threshold_placement="auto") -> Path:
+    """Write ``gate`` with its rule, fitted numbers, how its thresholds were placed and provenance as JSON (atomically).
 
     Parameters
     ----------
@@ -91,12 +92,27 @@ def save_gate(path, gate: Gate, *, rule=None, fitted=None, provenance=None) -> P
         Numbers from the fit (calibration sizes, in-sample outcome, ...).
     provenance : dict, default=None
         The score table's ``.meta.json``; only :data:`PROVENANCE_KEYS` are kept.
+    threshold_placement : str or None, default="auto"
+        Written as the file's ``"threshold_placement"``: how the thresholds
+        sit relative to the calibration scores. ``"auto"`` is
+        :data:`ragcal.calibration.THRESHOLD_PLACEMENT` (midway between the
+        boundary calibration score and the next one, as every ragcal fit
+        places them) when ``rule`` is given, and None (a gate set by hand)
+        otherwise. Files written before this field existed load as None.
     """
+    if threshold_placement == "auto":
+        threshold_placement = THRESHOLD_PLACEMENT if rule is not None else None
+    if threshold_placement is not None and not isinstance(threshold_placement, str):
+        raise ValueError(
+            "The 'threshold_placement' parameter of save_gate must be a str, None or 'auto'. "
+            f"Got {threshold_placement!r} instead."
+        )
     provenance = {key: provenance[key] for key in PROVENANCE_KEYS if provenance and key in provenance}
     document = {
         "format": GATE_FORMAT,
         "gate": gate.to_dict(),
         "rule": rule,
+        "threshold_placement": threshold_placement,
         "fitted": fitted or {},
         "provenance": provenance,
     }
@@ -104,7 +120,11 @@ def save_gate(path, gate: Gate, *, rule=None, fitted=None, provenance=None) -> P
 
 
 def read_gate_file(path) -> dict:
-    """The whole gate file, checked; ``document["gate"]`` is already a :class:`Gate`."""
+    """The whole gate file, checked; ``document["gate"]`` is already a :class:`Gate`.
+
+    ``document["threshold_placement"]`` is None for files written before
+    that field existed (their thresholds may sit on a calibration score).
+    """
     path = Path(path)
     if not path.is_file():
         raise GateFileError(f"{path}: gate file not found")
@@ -125,6 +145,12 @@ def read_gate_file(path) -> dict:
         document["gate"] = gate_from_dict(document.get("gate"))
     except (KeyError, TypeError, ValueError, RecursionError) as error:
         raise GateFileError(f"{path}: invalid gate: {str(error)[:300]}") from None
+    document.setdefault("threshold_placement", None)
+    if document["threshold_placement"] is not None and not isinstance(document["threshold_placement"], str):
+        raise GateFileError(
+            f"{path}: field 'threshold_placement': expected a string or null, "
+            f"got {type(document['threshold_placement']).__name__}"
+        )
     for key in ("provenance", "fitted"):
         document.setdefault(key, {})
         if not isinstance(document[key], dict):

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..calibration.midway import midway_threshold
 from ..calibration.rules import fit_threshold, keep_share
 from ..score_tables import check_score_table, slice_column, unanswerable_slices
 from ..signals import get_signal
@@ -26,6 +27,7 @@ __all__ = [
     "fit_threshold_gate",
     "floor_gap_sweep",
     "fit_floor_gap",
+    "place_floor_gap",
     "GATE_FITTERS",
     "gate_kinds",
     "gate_columns",
@@ -165,6 +167,11 @@ def fit_floor_gap(
     ties go to more answerable questions kept, then the smaller gap, then the
     higher floor. It is an empirical optimum on the calibration table, with
     no finite-sample guarantee.
+
+    Neither parameter is left on a calibration value (:func:`place_floor_gap`):
+    the floor goes midway between the chosen top score and the next top or
+    second score below it, the gap midway between the chosen gap and the next
+    top-second gap above it, so the calibration decisions are unchanged.
     """
     keep = keep_share(rule, "fit_floor_gap")
     top_column, second_column = floor_gap_columns(retriever)
@@ -189,9 +196,39 @@ def fit_floor_gap(
         (-floors[floor_index], gaps[gap_index], -kept[floor_index, gap_index], -refused[floor_index, gap_index])
     )
     best = order[0]
-    return FloorGapGate(
-        float(floors[floor_index[best]]), float(gaps[gap_index[best]]), retriever=retriever, max_passages=max_passages
-    )
+    floor, gap = place_floor_gap(float(floors[floor_index[best]]), float(gaps[gap_index[best]]), top, second)
+    return FloorGapGate(floor, gap, retriever=retriever, max_passages=max_passages)
+
+
+def place_floor_gap(floor: float, min_gap: float, top, second, *, levels=None) -> tuple[float, float]:
+    """Move a fitted (floor, min_gap) off the calibration values, keeping every calibration decision.
+
+    A :class:`FloorGapGate` compares the floor with the top and second scores
+    (``>=``) and the gap with ``top - second`` (strictly ``>``). The floor is
+    placed by :func:`ragcal.calibration.midway_threshold` among the top and
+    second scores (and the support ``levels``, which the floor also cuts
+    passages at); the gap, whose answering side is *above* it (``gap >
+    min_gap``), midway between it and the next observed gap above
+    (``higher_is_answerable=False``). A gap that is not an observed one (the
+    grid's 0, say) stays.
+
+    Parameters
+    ----------
+    floor, min_gap : float
+    top, second : array-like of float
+        Calibration top and second scores (NaN: no such hit, ignored).
+    levels : array-like of float, default=None
+        Support levels (:func:`ragcal.gates.support.support_levels`).
+
+    Returns
+    -------
+    floor, min_gap : float
+    """
+    top, second = np.asarray(top, dtype=float), np.asarray(second, dtype=float)
+    compared = [top, second] + ([] if levels is None else [np.asarray(levels, dtype=float).reshape(-1)])
+    floor = midway_threshold(floor, np.concatenate(compared))
+    min_gap = midway_threshold(min_gap, top - second, higher_is_answerable=False)
+    return floor, min_gap
 
 
 def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable, delta, max_passages, support, **_):

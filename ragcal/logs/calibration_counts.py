@@ -28,6 +28,11 @@ least the rows they would keep exactly; ``false_answer_guarantee@`` answers
 strictly above the cell, not just above the score), and the outcomes of a
 threshold are exact counts of the rows it answers.
 
+Every threshold is then placed midway between the boundary bin and the next
+labeled bin (:func:`ragcal.logs.counts.place_counted_threshold`): with
+distinct bins this is :func:`ragcal.calibration.fit_threshold`'s placement,
+so the numbers still equal the in-memory ones.
+
 The rules that need support levels (``risk_guarantee@``,
 ``unsupported_guarantee@``) read per-question support, not counts: they are
 refused here with a message. Held-out splits need the rows: refused too.
@@ -46,7 +51,7 @@ from ..calibration.rules import get_rule
 from ..metrics.auc import auc_bootstrap, auc_interval
 from ..metrics.outcomes import clopper_pearson, sweep_thresholds
 from ..score_tables import slice_column
-from .counts import LogCounts
+from .counts import LogCounts, place_counted_threshold
 
 __all__ = ["COUNT_RULES", "calibrate_counts", "fit_rule_counts"]
 
@@ -157,7 +162,8 @@ def fit_rule_counts(rule: str, counts: LogCounts, *, delta: float = 0.1):
     if name == "keep" and positive.n == 0:
         return math.nan, True, []
     threshold, messages = _fit_oriented(name, value, positive, negative, delta=delta, width=counts.binning.width)
-    threshold = counts.sign * threshold
+    values = np.union1d(positive.values, negative.values)
+    threshold = counts.sign * place_counted_threshold(threshold, values, counts.binning.width)
     return threshold, bool(messages) or math.isnan(threshold), messages
 
 

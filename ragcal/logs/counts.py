@@ -27,7 +27,9 @@ import pandas as pd
 from .._params import check_float, check_int
 from .sources import label_values
 
-__all__ = ["COUNT_COLUMNS", "Binning", "LogCounts", "choose_binning", "count_log", "grid_index"]
+__all__ = [
+    "COUNT_COLUMNS", "Binning", "LogCounts", "choose_binning", "count_log", "grid_index", "place_counted_threshold"
+]
 
 #: The counts table: one row per (slice, label, bin) that holds rows; ``answerable`` is None for unlabeled logs.
 COUNT_COLUMNS = ("slice", "answerable", "bin", "n")
@@ -81,6 +83,53 @@ def grid_index(scores, binning: Binning) -> np.ndarray:
     """Each score's cell, ``floor((score - low) / width)``, the top edge in the last cell."""
     cells = np.floor((np.asarray(scores, dtype=np.float64) - binning.low) / binning.width)
     return np.clip(cells, 0, binning.bins - 1).astype(np.int64)
+
+
+def place_counted_threshold(threshold: float, values, width: float = 0.0) -> float:
+    """Place a threshold fitted from counts midway, as :func:`ragcal.calibration.rules.place_threshold` does.
+
+    Works in the oriented scores (answer when ``score >= threshold``).
+
+    Parameters
+    ----------
+    threshold : float
+        A bin value (or, for ``false_answer_guarantee@``, just above one).
+    values : array-like of float
+        The oriented bin values holding calibration rows.
+    width : float, default=0.0
+        The grid cell width; 0 for distinct bins.
+
+    Returns
+    -------
+    float
+        Distinct bins: midway between the boundary bin value and the next one
+        below, exactly the in-memory placement (edge cases as in
+        :func:`ragcal.calibration.midway_threshold`). Grid cells (``[edge,
+        edge + width)``): midway between the boundary cell's edge and the top
+        of the next occupied cell below, so that no counted row changes side;
+        when those cells touch there is no room, and the threshold stays on
+        the edge. With no occupied cell below, half a cell below the boundary
+        edge; above every cell, half a cell above ``threshold``. ``-inf``,
+        ``+inf`` and NaN unchanged.
+    """
+    from ..calibration.rules import place_threshold
+
+    threshold = float(threshold)
+    values = np.asarray(values, dtype=float).reshape(-1)
+    values = np.unique(values[np.isfinite(values)])
+    if not width:
+        return place_threshold(threshold, values)
+    if not math.isfinite(threshold) or values.size == 0:
+        return threshold
+    answered = values[values >= threshold]
+    if answered.size == 0:
+        return threshold + width / 2
+    edge = float(answered[0])
+    below = values[values < edge]
+    if below.size == 0:
+        return edge - width / 2
+    top_below = float(below[-1]) + width
+    return (top_below + edge) / 2 if top_below < edge else edge
 
 
 @dataclass(frozen=True)
@@ -137,7 +186,12 @@ class LogCounts:
         return float(np.sum(pos * (below + 0.5 * neg)) / (n_positive * n_negative))
 
     def keep_threshold(self, keep: float) -> float:
-        """``keep@p`` from the counts: the highest bin that keeps at least ``ceil(p n)`` answerable rows."""
+        """``keep@p`` from the counts: midway below the highest bin that keeps at least ``ceil(p n)`` answerable rows.
+
+        The boundary is the highest such bin; the threshold goes midway
+        between it and the next labeled bin below (:func:`place_counted_threshold`),
+        as :func:`ragcal.calibration.fit_threshold` does in memory.
+        """
         keep = check_float(keep, "keep", "LogCounts.keep_threshold", low=0, high=1, high_open=False)
         positive = self._by_bin(self._labeled(True))
         total = int(positive.sum())
@@ -145,7 +199,10 @@ class LogCounts:
             raise ValueError(f"{self.signal}: keep@{keep:g} needs at least one answerable row with a score")
         needed = max(math.ceil(keep * total - 1e-12), 1)
         kept_from = positive[::-1].cumsum()[::-1]  # rows at or above each bin
-        return self.sign * float(kept_from.index[kept_from.to_numpy() >= needed].max())
+        boundary = float(kept_from.index[kept_from.to_numpy() >= needed].max())
+        labeled = self.frame[self.frame["answerable"].notna()]
+        values = self.sign * labeled["bin"].to_numpy(float)
+        return self.sign * place_counted_threshold(boundary, values, self.binning.width)
 
     def answered(self, threshold: float, *, confidence: float = 0.95) -> pd.DataFrame:
         """Per slice (and label), the rows at or above ``threshold``: ``k``, ``n``, share and exact interval."""

@@ -8,7 +8,7 @@ import pytest
 from conftest import write
 from scipy.stats import binomtest
 
-from ragcal.calibration import heldout_outcomes, split_by_slice
+from ragcal.calibration import fit_threshold, heldout_outcomes, split_by_slice
 from ragcal.calibration.rules import threshold_keep_share
 from ragcal.cli import main
 from ragcal.metrics import (
@@ -102,7 +102,9 @@ def test_heldout_scores_only_the_evaluation_half(table):
     assert (repeated["answerable_n"] == 2).all() and (repeated["near_domain_n"] == 1).all()
     for split, group in repeated.groupby("split"):
         calibration = split_by_slice(table["slice"].to_numpy(), random_state=split)
-        expected = threshold_keep_share(table.loc[calibration & table["answerable"], "score"], keep=1.0)
+        half = table[calibration]
+        expected = fit_threshold("keep@1.0", half["score"], half["answerable"])  # placed midway on the half
+        assert threshold_keep_share(half.loc[half["answerable"], "score"], keep=1.0) > expected
         assert group.loc[group["rule"] == "keep@1.0", "threshold"].item() == expected
     single = published_split(table, "score")
     assert single["threshold"] == repeated.iloc[0]["threshold"]
@@ -120,7 +122,8 @@ def test_calibrate_cli_on_a_table_without_corpus(tmp_path, capsys):
     )
     assert main(["calibrate", str(path), "--signal", "my_score", "--rule", "keep@1.0", "--heldout", "5"]) == 0
     out = capsys.readouterr().out
-    assert "keep@1.0: answer when my_score >= 0.7000" in out
+    # lowest answerable 0.7, placed midway to the next score below, 0.5
+    assert f"keep@1.0: answer when my_score >= {(0.7 + 0.5) / 2:.4f}" in out
     assert "off_topic_refused" in out and "100.0%  (4/4)" in out
     assert "held out over 5 stratified half splits" in out
     assert main(["calibrate", str(path), "--signal", "nope"]) == 2

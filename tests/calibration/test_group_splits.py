@@ -83,16 +83,18 @@ def test_heldout_outcomes_on_group_splits_fit_on_one_side_and_count_the_other():
     splits = group_splits(table["group"])
     heldout = heldout_outcomes(table, "dense_top1", ["keep@1.0"], splits=splits)
     assert list(heldout["split"]) == [0, 1, 2]
-    # Split 0: calibration a + b, evaluation c. keep@1.0 on a + b keeps every answerable: threshold 0.5.
+    # Split 0: calibration a + b, evaluation c. keep@1.0 on a + b keeps every answerable: boundary 0.5, placed
+    # midway to the next calibration score below, 0.3.
     first = heldout.iloc[0]
-    assert first["threshold"] == pytest.approx(0.5)
+    assert first["threshold"] == pytest.approx((0.5 + 0.3) / 2)
     assert first["threshold"] == fit_threshold("keep@1.0", table["dense_top1"][:7], table["answerable"][:7])
-    # On c (one answerable at 0.4, two unanswerable at 0.2 and 0.1): the answerable one is lost, both refused.
-    assert first["answerable_n"] == 1 and first["answerable_kept"] == 0.0
+    # On c (one answerable at 0.4, two unanswerable at 0.2 and 0.1): the answerable one sits on the placed
+    # threshold (0.5 + 0.3) / 2 == 0.4 and is kept; both unanswerable refused.
+    assert first["answerable_n"] == 1 and first["answerable_kept"] == 1.0
     assert first["near_domain_n"] == 2 and first["near_domain_refused"] == 1.0
-    # Split 2: calibration b + c (threshold 0.4), evaluation a: keeps 2 of 2, refuses 0.3 only (1 of 2).
+    # Split 2: calibration b + c (boundary 0.4, placed midway to 0.2), evaluation a: keeps 2 of 2, refuses 0.3 only.
     last = heldout.iloc[2]
-    assert last["threshold"] == pytest.approx(0.4)
+    assert last["threshold"] == pytest.approx((0.4 + 0.2) / 2)
     assert (last["answerable_kept_k"], last["answerable_n"]) == (2, 2)
     assert (last["near_domain_refused_k"], last["near_domain_n"]) == (1, 2)
 

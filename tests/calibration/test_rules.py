@@ -89,7 +89,8 @@ def test_min_cost_hand_case():
 def test_fit_threshold_orientation_and_parsing():
     scores = np.array([0.1, 0.2, 0.8, 0.9])
     answerable = np.array([True, True, False, False])  # low means answerable
-    assert fit_threshold("keep@1.0", scores, answerable, higher_is_answerable=False) == 0.2
+    # boundary 0.2, placed midway to the next score on the refusing side (above): 0.8
+    assert fit_threshold("keep@1.0", scores, answerable, higher_is_answerable=False) == pytest.approx((0.2 + 0.8) / 2)
     assert parse_rule("recall_guarantee@0.95") == ("recall_guarantee", 0.95)
     with pytest.raises(ValueError, match="unknown threshold rule 'keep'.*keep@0.95"):
         parse_rule("keep")

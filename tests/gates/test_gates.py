@@ -426,7 +426,8 @@ def test_fit_floor_gap_hand_case():
     assert decided[:3] == ["answer"] * 3 and decided[3:] == ["refuse"] * 3
     # A plain threshold keeping all answerable questions (0.56) would let none through either, but at 0.56 the
     # gate needs no gap; the fit prefers the smallest gap, then the highest floor, among equally good pairs.
-    assert gate.floor == pytest.approx(0.56) and gate.min_gap == 0.0
+    # The floor then goes midway to the next top or second score below (0.55); gap 0 is no observed gap and stays.
+    assert gate.floor == pytest.approx((0.56 + 0.55) / 2) and gate.min_gap == 0.0
 
 
 def test_floor_gap_sweep_matches_the_gate():
@@ -445,8 +446,10 @@ def test_floor_gap_sweep_matches_the_gate():
 def test_fit_threshold_gate_uses_the_rule():
     table = table_of([0.4, 0.5, 0.6, 0.7, 0.3, 0.45], [0.1] * 6, [True] * 4 + [False] * 2)
     gate = fit_threshold_gate(table, "dense_top1", "keep@0.75", hedge_rule="keep@0.5")
-    assert gate.threshold == fit_threshold("keep@0.75", table["dense_top1"], table["answerable"]) == 0.5
-    assert gate.hedge_below == 0.6
+    # boundaries 0.5 and 0.6, each placed midway to the next calibration score below
+    assert gate.threshold == fit_threshold("keep@0.75", table["dense_top1"], table["answerable"])
+    assert gate.threshold == pytest.approx((0.5 + 0.45) / 2)
+    assert gate.hedge_below == pytest.approx((0.6 + 0.5) / 2)
 
 
 def test_gate_outcomes_counts_by_hand():
@@ -537,7 +540,7 @@ def test_a_gate_never_answers_with_nothing_to_pass_on():
 def test_fit_floor_gap_leaves_out_questions_without_hits():
     table = table_of([np.nan, 0.7, 0.6, 0.3], [np.nan, 0.5, 0.55, 0.2], [True, True, True, False])
     gate = fit_floor_gap(table, rule="keep@1.0")  # used to raise IndexError: no pair kept the question with no hit
-    assert gate.floor == pytest.approx(0.6)
+    assert gate.floor == pytest.approx((0.6 + 0.55) / 2)  # midway to the next top or second score below
 
 
 def test_fit_gate_chain_with_too_few_unanswerable_questions_prints_inf(tmp_path, capsys):
@@ -580,3 +583,19 @@ def test_fit_gate_dispatches_to_each_kinds_fit_function():
         fit_gate(table, "nope")
     with pytest.raises(TypeError, match="unexpected option"):
         fit_gate(table, "threshold", colour="red")
+
+
+def test_gate_files_record_the_threshold_placement_and_older_files_still_load(tmp_path):
+    import json
+
+    from ragcal.calibration import THRESHOLD_PLACEMENT
+
+    path = save_gate(tmp_path / "gate.json", ThresholdGate("dense_top1", 0.43), rule="keep@0.95", provenance=CONFIG)
+    document = json.loads(path.read_text())
+    assert document["threshold_placement"] == THRESHOLD_PLACEMENT
+    assert read_gate_file(path)["threshold_placement"] == THRESHOLD_PLACEMENT
+    del document["threshold_placement"]  # a file written before the field existed
+    path.write_text(json.dumps(document))
+    assert read_gate_file(path)["threshold_placement"] is None and load_gate(path) == ThresholdGate("dense_top1", 0.43)
+    hand = save_gate(tmp_path / "hand.json", ThresholdGate("dense_top1", 0.43))
+    assert read_gate_file(hand)["threshold_placement"] is None

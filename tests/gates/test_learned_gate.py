@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.calibration import fit_threshold
+from ragcal.calibration import fit_threshold, midway_threshold
 from ragcal.gates import LearnedGate, fit_learned_gate, save_gate
 from ragcal.gates.base import gate_from_dict
 from ragcal.gates.files import read_gate_file
@@ -96,9 +96,12 @@ def test_threshold_is_fitted_on_out_of_fold_scores():
     answerable = held[table["answerable"].to_numpy()]
     # keep@0.95 on the out-of-fold scores, not on the model's in-sample scores.
     assert (answerable >= gate.threshold).mean() >= 0.95
-    assert gate.threshold in set(answerable)
+    # midway between the boundary out-of-fold score and the next one below
+    assert gate.threshold == midway_threshold(answerable[answerable >= gate.threshold].min(), held)
     in_sample = fit_learned_gate(table, "keep@0.95", signals=SIGNALS, n_folds=None)
-    assert in_sample.threshold in set(gate.model.score(table[list(SIGNALS)].to_numpy(dtype=float)))
+    in_sample_scores = gate.model.score(table[list(SIGNALS)].to_numpy(dtype=float))
+    boundary = in_sample_scores[table["answerable"].to_numpy() & (in_sample_scores >= in_sample.threshold)].min()
+    assert in_sample.threshold == midway_threshold(boundary, in_sample_scores)
 
 
 def test_crossfit_never_scores_a_row_with_a_model_that_saw_it():

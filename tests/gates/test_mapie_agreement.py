@@ -229,6 +229,8 @@ def test_the_finer_grid_issue_numbers(table):
     delta = 0.1. The lower threshold is the value just above the observed score 0.43621..., which answers the same
     113 calibration questions as MAPIE's 0.449 (12 of 86 unanswerable, p 0.099): the finer grid moves the bar to the
     most lenient value with that calibration record, so the gate also answers future scores in (0.4362, 0.4487).
+    These are the candidates the certificates choose; the gates place them midway between the boundary calibration
+    score and the next one (same calibration decisions, so the same certificate).
     """
     observed = np.unique(table["dense_top1"])
 
@@ -236,9 +238,12 @@ def test_the_finer_grid_issue_numbers(table):
     gate, certificate = certify_threshold_gate(table, "dense_top1", "recall_guarantee@0.9", delta=DELTA)
     controller = mapie_controller(table, "recall_guarantee@0.9", observed, "fixed_sequence", choice="auto")
     assert certificate.method == "fixed_sequence"
-    assert round(gate.threshold, 3) == 0.479 and controller.best_predict_param == gate.threshold
+    picked = certificate.candidates["threshold"][certificate.chosen]
+    assert round(picked, 3) == 0.479 and controller.best_predict_param == picked
     assert certificate.candidates["certified"][certificate.chosen]
-    assert gate.threshold in controller.valid_predict_params
+    assert picked in controller.valid_predict_params
+    assert gate.threshold == pytest.approx((picked + observed[observed < picked].max()) / 2)
+    assert np.array_equal(answered_set(table, gate.threshold), answered_set(table, picked))
     assert answered_set(table, gate.threshold).sum() <= answered_set(table, controller.best_predict_param).sum()
 
     # false answers: ragcal takes the most lenient certified threshold (most answered).
@@ -246,9 +251,14 @@ def test_the_finer_grid_issue_numbers(table):
     controller = mapie_controller(table, "false_answer_guarantee@0.2", observed, "fixed_sequence", choice="auto")
     chosen = certificate.candidates.loc[certificate.chosen]
     assert certificate.method == "fixed_sequence" and chosen["certified"] and chosen["p"] <= DELTA
-    assert round(gate.threshold, 3) == 0.436 and round(controller.best_predict_param, 3) == 0.449
-    assert gate.threshold < controller.best_predict_param
-    assert gate.threshold not in observed and np.nextafter(gate.threshold, 0) in observed
+    picked = chosen["threshold"]
+    assert round(picked, 3) == 0.436 and round(controller.best_predict_param, 3) == 0.449
+    assert picked < controller.best_predict_param
+    assert picked not in observed and np.nextafter(picked, 0) in observed
+    # the gate: midway between that score and the next one up, MAPIE's 0.449
+    boundary = np.nextafter(picked, 0)
+    assert gate.threshold == pytest.approx((boundary + observed[observed > boundary].min()) / 2)
+    assert gate.threshold not in observed
     ours, theirs = answered_set(table, gate.threshold), answered_set(table, controller.best_predict_param)
     assert (ours >= theirs).all() and ours.sum() == theirs.sum() == 113
     assert chosen["false_answer_guarantee@0.2_k"] == 12 and chosen["false_answer_guarantee@0.2_n"] == 86

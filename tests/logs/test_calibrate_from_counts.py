@@ -52,10 +52,12 @@ def test_a_hand_computed_case_and_the_fallbacks():
     log = pd.DataFrame({"answerable": [True] * 4 + [False] * 3, "slice": ["a"] * 4 + ["u"] * 3,
                         "s": [0.9, 0.5, 0.9, 0.7, 0.2, 0.8, 0.5]})  # fmt: skip
     counts = count_log(log, "s")
-    assert fit_rule_counts("keep@1.0", counts) == (0.5, False, [])
-    assert fit_rule_counts("keep@0.5", counts) == (0.9, False, [])
-    # min_cost@5: candidates -inf, .2, .5, .7, .8, .9, inf cost 15, 10, 5, 6, 2, 2, 4: the highest of the ties, 0.9.
-    assert fit_rule_counts("min_cost@5", counts) == (0.9, False, [])
+    # Boundaries 0.5 and 0.9, placed midway to the next labeled score below (0.2 and 0.8).
+    assert fit_rule_counts("keep@1.0", counts) == ((0.5 + 0.2) / 2, False, [])
+    assert fit_rule_counts("keep@0.5", counts) == ((0.9 + 0.8) / 2, False, [])
+    # min_cost@5: candidates -inf, .2, .5, .7, .8, .9, inf cost 15, 10, 5, 6, 2, 2, 4: the highest of the ties, 0.9,
+    # placed midway to 0.8.
+    assert fit_rule_counts("min_cost@5", counts) == ((0.9 + 0.8) / 2, False, [])
     # Four answerable scores cannot guarantee recall 0.9 at 90% confidence (0.9 ** 4 > 0.1): answer everything.
     threshold, fallback, messages = fit_rule_counts("recall_guarantee@0.9", counts)
     assert (threshold, fallback) == (-math.inf, True)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragcal.calibration.rules import threshold_keep_share
+from ragcal.calibration.rules import fit_threshold, threshold_keep_share
 from ragcal.logs.counts import Binning, choose_binning, count_log, grid_index
 from ragcal.logs.duckdb_counts import count_log_duckdb
 from ragcal.logs.sources import log_files
@@ -34,7 +34,7 @@ def test_exact_counts_give_the_in_memory_auc_threshold_and_shares():
     labeled = log[present]
     assert counts.auc() == pytest.approx(roc_auc_score(labeled["answerable"], labeled["s"]), abs=1e-12)
     for keep in (1.0, 0.95, 0.5, 0.01):
-        expected = threshold_keep_share(labeled.loc[labeled["answerable"], "s"], keep=keep)
+        expected = fit_threshold(f"keep@{keep}", labeled["s"], labeled["answerable"])  # placed midway, as in memory
         assert counts.keep_threshold(keep) == expected
     threshold = counts.keep_threshold(0.95)
     shares = counts.answered(threshold).set_index("slice")
@@ -55,7 +55,9 @@ def test_a_hand_computed_case_with_ties_and_one_class():
     counts = count_log(log, "s")
     # Pairs (pos, neg): (0.9, 0.5) 1, (0.9, 0.2) 1, (0.5, 0.5) 1/2, (0.5, 0.2) 1 -> 3.5 / 4.
     assert counts.auc() == 0.875
-    assert counts.keep_threshold(1.0) == 0.5 and counts.keep_threshold(0.5) == 0.9
+    # boundaries 0.5 and 0.9, each midway to the next labeled score below (0.2 and 0.5)
+    assert counts.keep_threshold(1.0) == pytest.approx((0.5 + 0.2) / 2)
+    assert counts.keep_threshold(0.5) == pytest.approx((0.9 + 0.5) / 2)
     assert counts.n_nan == 1
     assert math.isnan(count_log(log[log["answerable"]], "s").auc())  # one class: no AUC
     with pytest.raises(ValueError, match="needs at least one answerable row"):
