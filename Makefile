@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed
 # Pinned numeric kernels (ragcal/numerics.py): the same bits on AVX2 and AVX-512 machines.
 export ATEN_CPU_CAPABILITY := avx2
 export MKL_CBWR := AVX2
+export NPY_DISABLE_CPU_FEATURES := X86_V4 AVX512_ICL AVX512_SPR
 
 .PHONY: reproduce reduced-snapshot test benchmark clean-venv
 

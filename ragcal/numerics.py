@@ -17,9 +17,18 @@ machine has:
   matrix products. :class:`ragcal.embedding.Embedder` runs its forward passes
   with oneDNN switched off (``torch.backends.mkldnn.flags``), so that torch
   multiplies through MKL; oneDNN picks its kernels by processor and has no
-  such switch.
+  such switch;
+- ``NPY_DISABLE_CPU_FEATURES``: NumPy's AVX-512 loops, whose ``log`` and
+  ``exp`` round otherwise than its AVX2 ones (the clarity and NQC signals).
 
-Both are read once, when torch and MKL load, so they must be in the
+OpenBLAS picks its matrix kernels by processor too, and its switch
+(``OPENBLAS_CORETYPE``) is the machine's to set, not ours: the signals
+multiply with ``np.einsum`` instead, whose loops are the same everywhere.
+What is still computed through OpenBLAS (scikit-learn's logistic regression in
+the learned gates) is exact on one kind of processor only; its results are
+printed to 4 decimals.
+
+They are read once, when torch, MKL and NumPy load, so they must be in the
 environment before the process imports torch: ``make`` exports them,
 ``ragcal reproduce`` and ``ragcal golden`` restart themselves with them
 (:func:`reexec_pinned`), and the test suite sets them in ``conftest.py``
@@ -40,7 +49,11 @@ import sys
 __all__ = ["PINNED_ENVIRONMENT", "pinned", "pinned_environment", "reexec_pinned"]
 
 #: Environment variables that pin the numeric kernels (read when torch and MKL load).
-PINNED_ENVIRONMENT = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+PINNED_ENVIRONMENT = {
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "MKL_CBWR": "AVX2",
+    "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
+}
 #: Set in the environment of a process that :func:`reexec_pinned` restarted, so it never loops.
 _REEXEC_MARK = "RAGCAL_PINNED_REEXEC"
 

@@ -25,9 +25,7 @@ in the last bits (a few 1e-16). :func:`dense_info` gives the rows of
 
 from __future__ import annotations
 
-import threading
 import weakref
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,32 +71,6 @@ def _build_domain(retriever: DenseRetriever):
     return centroid, page_centroids
 
 
-_BLAS_LOCK = threading.Lock()
-_THREADPOOLS = None
-
-
-@contextmanager
-def _one_blas_thread():
-    """Run the block with BLAS on one thread (threadpoolctl), one block at a time.
-
-    The dense products here are small (queries x dimension x pages): a
-    multi-threaded OpenBLAS spends longer waking its workers than they save,
-    and a worker that spins after the call takes the CPU from the Python code
-    that follows (measured: the batch's diagnostics took twice as long on two
-    busy cores). scikit-learn's KMeans limits BLAS the same way. Each output
-    element is summed by one thread either way, so the values are the same.
-    The lock keeps two threads from restoring each other's setting.
-    """
-    global _THREADPOOLS
-    with _BLAS_LOCK:
-        if _THREADPOOLS is None:
-            from threadpoolctl import ThreadpoolController
-
-            _THREADPOOLS = ThreadpoolController()
-        with _THREADPOOLS.limit(limits=1, user_api="blas"):
-            yield
-
-
 def dense_domain(retriever: DenseRetriever) -> tuple[np.ndarray, np.ndarray]:
     """``(unit corpus centroid, unit page centroids)`` of a retriever's chunks, computed once per retriever.
 
@@ -127,9 +99,10 @@ def _domain_columns(retriever: DenseRetriever, query_vectors: np.ndarray, neighb
     if not retriever.chunk_ids:
         return {key: np.full(query_vectors.shape[0], np.nan) for key in DENSE_KEYS[:2]}
     centroid, page_centroids = dense_domain(retriever)
-    with _one_blas_thread():
-        to_centroid = query_vectors @ centroid
-        to_pages = query_vectors @ page_centroids.T
+    # einsum, not BLAS: OpenBLAS picks its matrix kernels by processor (Haswell, SkylakeX) and they round
+    # differently, while einsum's loops give the same bits on every x86-64 machine (ragcal.numerics).
+    to_centroid = np.einsum("qd,d->q", query_vectors, centroid)
+    to_pages = np.einsum("qd,pd->qp", query_vectors, page_centroids)
     nearest = min(neighbours, to_pages.shape[1])
     if nearest < to_pages.shape[1]:  # only the nearest pages need sorting
         to_pages = np.partition(to_pages, to_pages.shape[1] - nearest, axis=1)[:, to_pages.shape[1] - nearest :]
