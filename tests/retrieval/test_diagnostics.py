@@ -150,7 +150,7 @@ def test_dense_diagnostics_are_the_plain_products():
     np.testing.assert_allclose(columns["centroid_cosine"], queries @ centroid, rtol=0, atol=1e-12)
     nearest = np.sort(queries @ pages.T, axis=1)[:, ::-1][:, :3]
     np.testing.assert_allclose(columns["page_knn_cosine"], nearest.mean(axis=1), rtol=0, atol=1e-12)
-    np.testing.assert_array_equal(columns["centroid_cosine"], np.einsum("qd,d->q", queries, centroid))
+    np.testing.assert_array_equal(columns["centroid_cosine"], np.einsum("qd,pd->qp", queries, centroid[None, :])[:, 0])
     # A query's row does not depend on the batch it came in: dense_info of two queries gives the same bits.
     rows = dense_info(retriever, queries[:2], neighbours=3)
     assert rows == [{key: float(values[n]) for key, values in columns.items()} for n in range(2)]

@@ -62,7 +62,7 @@ def _build_domain(retriever: DenseRetriever):
     """Unit corpus centroid and unit page centroids of a retriever's chunks."""
     vectors = np.asarray(retriever.chunk_vectors(), dtype=np.float64)
     centroid = vectors.mean(axis=0)
-    centroid /= np.linalg.norm(centroid)
+    centroid /= np.linalg.norm(centroid[None, :], axis=1)[0]  # as a row: the norm of a 1-D array goes through BLAS
     pages = np.array(pages_of(retriever.chunk_ids))
     names, page_of_chunk = np.unique(pages, return_inverse=True)
     sums = np.zeros((names.size, vectors.shape[1]))
@@ -101,8 +101,10 @@ def _domain_columns(retriever: DenseRetriever, query_vectors: np.ndarray, neighb
     centroid, page_centroids = dense_domain(retriever)
     # einsum, not BLAS: OpenBLAS picks its matrix kernels by processor (Haswell, SkylakeX) and they round
     # differently, while einsum's loops give the same bits on every x86-64 machine (ragcal.numerics).
-    to_centroid = np.einsum("qd,d->q", query_vectors, centroid)
-    to_pages = np.einsum("qd,pd->qp", query_vectors, page_centroids)
+    # The centroid is one more row of the same product: the matrix-vector form takes other loops, which an emulated
+    # AVX2 machine rounded apart (benchmarks/bench_embedding.py's check, ragcal/numerics.py).
+    products = np.einsum("qd,pd->qp", query_vectors, np.vstack([centroid[None, :], page_centroids]))
+    to_centroid, to_pages = products[:, 0].copy(), products[:, 1:]
     nearest = min(neighbours, to_pages.shape[1])
     if nearest < to_pages.shape[1]:  # only the nearest pages need sorting
         to_pages = np.partition(to_pages, to_pages.shape[1] - nearest, axis=1)[:, to_pages.shape[1] - nearest :]
