@@ -239,9 +239,9 @@ class Embedder:
         batches = list(length_buckets(lengths, max_length=max_length, tokens_per_batch=self.tokens_per_batch))
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 2 * self.batch_size
-        from tqdm.autonotebook import tqdm
+        from ..progress import progress_bar
 
-        with tqdm(total=len(texts), desc="Embedding", unit="text", disable=not show_progress_bar) as bar:
+        with progress_bar(total=len(texts), desc="Embedding", unit="text", disable=not show_progress_bar) as bar:
             for padded_length, rows in batches:
                 output[rows] = self._forward_fixed([texts[row] for row in rows], padded_length)
                 if store is not None:
@@ -267,12 +267,12 @@ class Embedder:
 
     def _encode_one_by_one(self, texts, output, show_progress_bar, *, store=None) -> np.ndarray:
         """A model :func:`supports_fixed_shapes` refuses: each text alone (a batch of one, never padded)."""
-        from tqdm.autonotebook import tqdm
+        from ..progress import progress
 
         if show_progress_bar is None:
             show_progress_bar = len(texts) > 2 * self.batch_size
         dimension = self.dimension
-        for position, text in enumerate(tqdm(texts, desc="Embedding", unit="text", disable=not show_progress_bar)):
+        for position, text in enumerate(progress(texts, desc="Embedding", unit="text", disable=not show_progress_bar)):
             vector = self.model.encode(
                 [text], batch_size=1, show_progress_bar=False, convert_to_numpy=True, normalize_embeddings=True
             )

@@ -213,7 +213,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         One label per pair: the unit the validation split and ``max_pairs``
         keep whole (an article). The question ``id`` when None.
     progress : bool, default=True
-        A tqdm progress bar over the training steps.
+        A progress bar over the training steps (:func:`ragcal.progress.progress_bar`).
     log : callable, default=None
         Called with a line or two about the run.
 
@@ -224,7 +224,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     """
     import torch
     from sentence_transformers import CrossEncoder
-    from tqdm.auto import tqdm
+    from ..progress import progress_bar
     from transformers import get_linear_schedule_with_warmup
 
     training = training or JudgeTraining()
@@ -267,7 +267,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         model.train()
         step, window, stopped_early = 0, [], False
         deadline = None if training.max_minutes is None else started + 60 * training.max_minutes
-        bar = tqdm(total=total_steps, desc="train-judge", unit="step", disable=not progress)
+        bar = progress_bar(total=total_steps, desc="train-judge", unit="step", disable=not progress)
         try:
             for epoch in range(training.epochs):
                 order = train_rows[generator.permutation(train_rows.size)]

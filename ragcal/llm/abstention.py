@@ -190,9 +190,9 @@ def llm_verdicts(
     try:
         steps = zip(ids, queries, contexts)
         if progress:
-            from tqdm import tqdm
+            from ..progress import progress
 
-            steps = tqdm(steps, total=len(ids), desc="LLM verdicts", unit="question")
+            steps = progress(steps, total=len(ids), desc="LLM verdicts", unit="question")
         for question_id, query, passages in steps:
             messages = verdict_messages(query, passages[:k])
             key = request_key(endpoint.fingerprint(), {"messages": messages, "schema": schema, **sampling})
