@@ -231,8 +231,12 @@ def kept_share_interval(n_answerable: int, *, keep: float = 0.95, confidence: fl
     "Conditional validity of inductive conformal predictors", ACML;
     Angelopoulos and Bates, 2021, "A gentle introduction to conformal
     prediction", section 3.2). Ties only raise the kept share. The interval
-    is about the gate fitted on all ``n`` questions; :func:`label_curve`
-    shows the same spread measured on held-out questions.
+    is about a threshold on the boundary score :math:`s_{(j)}`; the gate
+    :func:`~ragcal.calibration.fit_threshold` fits sits midway below it
+    (:func:`~ragcal.calibration.midway.midway_threshold`), so it keeps at
+    least that share, and more when the gap to the next calibration score is
+    wide (few labels). :func:`label_curve` measures the placed gate on
+    held-out questions.
 
     Returns
     -------
