@@ -16,8 +16,10 @@ import os
 import sys
 import time
 
-__all__ = ["LINE_EVERY_SECONDS", "LINE_EVERY_SHARE", "LineProgress", "progress", "progress_bar"]
+__all__ = ["LINE_EVERY_SECONDS", "LINE_EVERY_SHARE", "LONG_LOOP", "LineProgress", "progress", "progress_bar"]
 
+#: Loops of at least this many steps (e.g. held-out splits) show progress; shorter ones take seconds and stay silent.
+LONG_LOOP = 200
 #: In a log, a line at least every this many seconds (when some work was done since the last one)...
 LINE_EVERY_SECONDS = 30.0
 #: ...and at every this share of the total.

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import outcome_table
+from ..progress import LONG_LOOP, progress
 from .rules import fit_rule, parse_rule
 
 __all__ = [
@@ -168,7 +169,8 @@ def heldout_outcomes(
     answerable = table["answerable"].to_numpy(dtype=bool)
     slices = table["slice"].to_numpy()
     rows = []
-    for split in range(n_splits if splits is None else len(splits)):
+    count = n_splits if splits is None else len(splits)
+    for split in progress(range(count), desc=f"held-out splits ({signal})", unit="split", disable=count < LONG_LOOP):
         if splits is None:
             calibration = split_by_slice(slices, random_state=random_state + split)
         else:

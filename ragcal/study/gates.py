@@ -38,6 +38,7 @@ from ..gates import (
 from ..gates.chain import fit_default_chain
 from ..gates.evaluate import paired_differences, passage_metrics
 from ..gates.support import support_inputs, table_support
+from ..progress import LONG_LOOP, progress
 
 __all__ = ["AT_95", "BASELINE_GATE", "N_PASSAGE_SPLITS", "gate_fitters", "evaluate_gates", "gates_section"]
 
@@ -81,7 +82,7 @@ def _passage_table(table, queries, per_query, fitters, names, *, n_splits, rando
     gold = {row.id: set(row.gold) for row in queries.itertuples() if row.answerable}
     ids = list(table["id"])
     rows = []
-    for split in range(n_splits):
+    for split in progress(range(n_splits), desc="passages held out", unit="split", disable=n_splits < LONG_LOOP):
         calibration = split_by_slice(table["slice"].to_numpy(), random_state=random_state + split)
         held = [position for position in np.nonzero(~calibration)[0] if ids[position] in gold]
         for name in names:

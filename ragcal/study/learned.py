@@ -40,6 +40,7 @@ from ..gates import LearnedGate, ThresholdGate, fit_learned_gate, fit_threshold_
 from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _groups
 from ..gates.learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gates, fold_strata
 from ..gates.learned_score import LinearScore
+from ..progress import LONG_LOOP, progress
 from ..score_tables import check_score_table, unanswerable_slices
 from ..signals import SIGNALS
 
@@ -218,7 +219,7 @@ def heldout_learned(
     strata = fold_strata(table)
     support = None if results is None else _HeldOutSupport(results, gold)
     outcome_rows, auc_rows, coefficient_rows = [], [], []
-    for split in range(n_splits):
+    for split in progress(range(n_splits), desc="learned gates held out", unit="split", disable=n_splits < LONG_LOOP):
         calibration = split_by_slice(slices, random_state=random_state + split)
         fitting, evaluation = table[calibration].reset_index(drop=True), table[~calibration].reset_index(drop=True)
         answerable = evaluation["answerable"].to_numpy(dtype=bool)
