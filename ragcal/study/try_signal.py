@@ -52,11 +52,11 @@ import pandas as pd
 
 from .._params import check_int
 from ..calibration import group_splits, heldout_outcomes
-from ..datasets import BUNDLED, bundled
+from ..datasets import BUNDLED, BundledCorpus, bundled
 from ..metrics import auc_table
 from ..scoring import score_table
 from ..signals import SIGNALS, Signal, get_signal
-from .benchmark import BENCHMARKS, benchmark_questions
+from .benchmark import BENCHMARKS, BenchmarkInputs, benchmark_questions
 from .benchmark_report import spread
 from .benchmark_stats import BASELINE_SIGNAL, GROUP_COLUMN, LEARNED_RULE, clustered_auc
 from .retrieved_cache import cached_retrieval
@@ -154,8 +154,12 @@ def signal_names(signals) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def trial_data(name: str, *, embedder=None, cache_dir=None, use_cache: bool = True, retrieve_again: bool = False):
-    """The questions of the bundled corpus or benchmark ``name`` and their retrieval results (:class:`TrialData`).
+def trial_data(dataset, *, embedder=None, cache_dir=None, use_cache: bool = True, retrieve_again: bool = False):
+    """The questions of a bundled corpus or benchmark and their retrieval results (:class:`TrialData`).
+
+    ``dataset`` is a :class:`~ragcal.datasets.BundledCorpus` or a
+    :class:`~ragcal.study.benchmark.BenchmarkInputs` (or the name of one in
+    :data:`~ragcal.datasets.BUNDLED` or :data:`~ragcal.study.benchmark.BENCHMARKS`).
 
     A bundled corpus is indexed without its non-doc pages, as the study does;
     a benchmark is imported from its vendored file (once, into the cache,
@@ -171,15 +175,15 @@ def trial_data(name: str, *, embedder=None, cache_dir=None, use_cache: bool = Tr
     from ..queries import load_queries
     from ..retrieval.index import build_index
 
+    dataset = _dataset(dataset)
     embedder = embedder or load_embedder(cache_dir=cache_dir)
-    if name in BENCHMARKS:
-        corpus, queries_path = BENCHMARKS[name].resolve(cache_dir=cache_dir)
+    if isinstance(dataset, BenchmarkInputs):
+        corpus, queries_path = dataset.resolve(cache_dir=cache_dir)
         queries = benchmark_questions(corpus, queries_path)
         index = build_index(corpus, embedder=embedder)
     else:
-        spec = bundled(name)
-        index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
-        queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
+        index = build_index(dataset.corpus, exclude=dataset.exclude, embedder=embedder)
+        queries = load_queries(dataset.queries, corpus_paths=index.doc_paths)
     retrieved, from_cache = cached_retrieval(
         index,
         queries["query"],
@@ -188,7 +192,20 @@ def trial_data(name: str, *, embedder=None, cache_dir=None, use_cache: bool = Tr
         refresh=retrieve_again,
     )
     groups = queries[GROUP_COLUMN].to_numpy() if GROUP_COLUMN in queries.columns else None
-    return TrialData(name, queries, retrieved, groups, from_cache)
+    return TrialData(dataset.name, queries, retrieved, groups, from_cache)
+
+
+def _dataset(dataset):
+    """A dataset given by name (a bundled corpus first, then a benchmark) or as a spec, as its spec."""
+    if isinstance(dataset, (BundledCorpus, BenchmarkInputs)):
+        return dataset
+    if isinstance(dataset, str) and dataset in BENCHMARKS and dataset not in BUNDLED:
+        return BENCHMARKS[dataset]
+    if isinstance(dataset, str) and dataset not in BUNDLED:
+        raise ValueError(
+            f"unknown dataset {dataset!r}; bundled corpora: {', '.join(BUNDLED)}; benchmarks: {', '.join(BENCHMARKS)}"
+        )
+    return bundled(dataset)
 
 
 def trial_rows(
@@ -234,8 +251,8 @@ def trial_rows(
 def try_signal(
     signals,
     *,
-    corpora=tuple(BUNDLED),
-    benchmarks=tuple(BENCHMARKS),
+    corpora=None,
+    benchmarks=None,
     n_resamples: int = 2000,
     n_splits: int = DEFAULT_SPLITS,
     random_state=0,
@@ -250,10 +267,14 @@ def try_signal(
     ----------
     signals : str, Signal, callable or sequence of them
         The registered signals to try (:func:`signal_names`).
-    corpora : sequence of str, default=tuple(BUNDLED)
-        Bundled corpora (``fastapi``, ``rust-book``).
-    benchmarks : sequence of str, default=tuple(BENCHMARKS)
-        Public benchmarks (``squad2-A``), imported from ``data/benchmarks/``.
+    corpora : sequence of str or BundledCorpus, default=None
+        Bundled corpora by name (``fastapi``, ``rust-book``) or a
+        :class:`~ragcal.datasets.BundledCorpus` of your own; all of
+        :data:`~ragcal.datasets.BUNDLED` when None.
+    benchmarks : sequence of str or BenchmarkInputs, default=None
+        Public benchmarks by name (``squad2-A``, imported from
+        ``data/benchmarks/``) or a :class:`~ragcal.study.benchmark.BenchmarkInputs`;
+        all of :data:`~ragcal.study.benchmark.BENCHMARKS` when None.
     n_resamples : int, default=2000
         Bootstrap resamples of each AUC interval.
     n_splits : int, default=DEFAULT_SPLITS
@@ -293,12 +314,17 @@ def try_signal(
     names = signal_names(signals)
     n_resamples = check_int(n_resamples, "n_resamples", "try_signal", low=0)
     n_splits = check_int(n_splits, "n_splits", "try_signal", low=1)
-    corpora, benchmarks = list(corpora or ()), list(benchmarks or ())
-    for corpus in corpora:
-        bundled(corpus)
-    unknown = [name for name in benchmarks if name not in BENCHMARKS]
+    corpora = [
+        corpus if isinstance(corpus, BundledCorpus) else bundled(corpus)
+        for corpus in (BUNDLED if corpora is None else corpora)
+    ]
+    unknown = [name for name in (benchmarks or ()) if isinstance(name, str) and name not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark {unknown[0]!r}; known: {', '.join(BENCHMARKS)}")
+    benchmarks = [
+        benchmark if isinstance(benchmark, BenchmarkInputs) else BENCHMARKS[benchmark]
+        for benchmark in (BENCHMARKS if benchmarks is None else benchmarks)
+    ]
     if not corpora + benchmarks:
         raise ValueError("try_signal needs at least one corpus or benchmark. Got none.")
     log = log or (lambda message: None)
@@ -307,9 +333,9 @@ def try_signal(
     embedder = embedder or load_embedder(cache_dir=cache_dir)
     at_retrieval = any(SIGNALS[name].corpus is not None for name in names)
     frames = []
-    for name in corpora + benchmarks:
+    for dataset in corpora + benchmarks:
         start = time.perf_counter()
-        data = trial_data(name, embedder=embedder, cache_dir=cache_dir, use_cache=use_cache,
+        data = trial_data(dataset, embedder=embedder, cache_dir=cache_dir, use_cache=use_cache,
                           retrieve_again=at_retrieval)
         retrieved_at = time.perf_counter()
         rows = trial_rows(data, names, n_resamples=n_resamples, n_splits=n_splits, random_state=random_state)
@@ -317,7 +343,7 @@ def try_signal(
         frames.append(rows.assign(seconds=seconds))
         how = "cached lists" if data.from_cache else "retrieved"
         log(
-            f"{name}: {len(data.queries)} questions, {how} in {retrieved_at - start:.1f} s, signals and statistics "
+            f"{data.name}: {len(data.queries)} questions, {how} in {retrieved_at - start:.1f} s, signals and statistics "
             f"in {seconds - (retrieved_at - start):.1f} s ({rows['n_splits'].iloc[0]} splits by "
             f"{rows['split_by'].iloc[0]}); {seconds:.1f} s"
         )
