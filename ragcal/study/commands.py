@@ -138,7 +138,7 @@ def run_try_signal(args) -> int:
     """``ragcal try-signal FILE.py``: the signals FILE.py registers, beside ``dense_top1``, on every dataset."""
     from ..datasets import check_data_dir
     from ..signals import load_signals_module
-    from .try_signal import DEFAULT_SPLITS, trial_report, try_signal
+    from .try_signal import trial_report, try_signal
 
     check_data_dir()
     names = load_signals_module(args.file)
@@ -152,7 +152,7 @@ def run_try_signal(args) -> int:
     options = {"corpora": args.corpus or (), "benchmarks": args.benchmark or ()} if named else {}
     rows = try_signal(
         names,
-        n_splits=args.splits if args.splits is not None else DEFAULT_SPLITS,
+        n_splits=args.splits,
         n_resamples=args.resamples,
         cache_dir=args.cache_dir,
         log=lambda line: print(line, file=sys.stderr),

@@ -254,7 +254,7 @@ def try_signal(
     corpora=None,
     benchmarks=None,
     n_resamples: int = 2000,
-    n_splits: int = DEFAULT_SPLITS,
+    n_splits: int | None = None,
     random_state=0,
     embedder=None,
     cache_dir=None,
@@ -277,8 +277,9 @@ def try_signal(
         all of :data:`~ragcal.study.benchmark.BENCHMARKS` when None.
     n_resamples : int, default=2000
         Bootstrap resamples of each AUC interval.
-    n_splits : int, default=DEFAULT_SPLITS
-        Held-out splits per dataset (on a benchmark, at most its article splits).
+    n_splits : int, default=None
+        Held-out splits per dataset (on a benchmark, at most its article
+        splits); :data:`DEFAULT_SPLITS` when None.
     random_state : int, default=0
     embedder : EmbedderProtocol, default=None
         MiniLM through the embedding cache in ``cache_dir`` when None.
@@ -313,7 +314,7 @@ def try_signal(
     """
     names = signal_names(signals)
     n_resamples = check_int(n_resamples, "n_resamples", "try_signal", low=0)
-    n_splits = check_int(n_splits, "n_splits", "try_signal", low=1)
+    n_splits = DEFAULT_SPLITS if n_splits is None else check_int(n_splits, "n_splits", "try_signal", low=1)
     corpora = [
         corpus if isinstance(corpus, BundledCorpus) else bundled(corpus)
         for corpus in (BUNDLED if corpora is None else corpora)
