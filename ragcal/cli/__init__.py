@@ -14,7 +14,8 @@ it returns. One module per command group:
 - :mod:`ragcal.cli.benchmarks`: ``import-benchmark`` (SQuAD 2.0, BEIR or a candidates JSONL as a corpus and queries);
 - :mod:`ragcal.cli.llm`: ``llm-abstain`` (an LLM's own "I don't know" per question, as a logged signal);
 - :mod:`ragcal.cli.judges`: ``train-judge`` (a question-passage judge fine-tuned on a labeled set);
-- :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora).
+- :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora), ``try-signal``
+  (a new signal beside ``dense_top1`` on every bundled corpus and benchmark).
 
 ``score``, ``calibrate``, ``fit-gate`` and ``ask`` take ``--signals-module
 mymod.py`` (repeatable): the file is imported first, so the signals it

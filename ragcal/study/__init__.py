@@ -18,5 +18,7 @@ imports this package (a test walks the import graph).
 - :mod:`~ragcal.study.benchmark`: a public benchmark (SQuAD 2.0) split by article (statistics in
   :mod:`~ragcal.study.benchmark_stats`, ``summary.md`` in :mod:`~ragcal.study.benchmark_report`);
 - :mod:`~ragcal.study.notebooks`: the notebook runner;
-- :mod:`~ragcal.study.commands`: the ``reproduce`` and ``golden`` commands.
+- :mod:`~ragcal.study.try_signal`: the research loop, a new signal beside ``dense_top1`` on every bundled corpus
+  and benchmark (retrieved lists cached by :mod:`~ragcal.study.retrieved_cache`);
+- :mod:`~ragcal.study.commands`: the ``reproduce``, ``golden`` and ``try-signal`` commands.
 """

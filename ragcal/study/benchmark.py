@@ -71,6 +71,8 @@ from .selective import threshold_gate_support
 __all__ = [
     "BenchmarkInputs",
     "BENCHMARKS",
+    "benchmark_questions",
+    "retrieve_benchmark",
     "score_benchmark",
     "join_logged_file",
     "protocol_comparison",
@@ -156,6 +158,77 @@ def _oriented(table: pd.DataFrame, name: str, directions: dict) -> np.ndarray:
     return table[name].to_numpy(dtype=float) * (1.0 if directions.get(name, True) else -1.0)
 
 
+def benchmark_questions(corpus_dir, queries_path, *, articles=None):
+    """The labeled questions of ``queries_path``, checked against the pages of ``corpus_dir``, each with its article.
+
+    Parameters
+    ----------
+    corpus_dir, queries_path, articles
+        As for :func:`score_benchmark`.
+
+    Returns
+    -------
+    DataFrame
+        :func:`ragcal.queries.load_queries` of the file, with its ``group``
+        column (only the rows of ``articles`` when given).
+
+    Raises
+    ------
+    QueryFileError
+        When the file has no ``group`` column or an empty group (naming the file and line).
+    """
+    queries_path = Path(queries_path)
+    pages = {path.relative_to(corpus_dir).as_posix() for path in corpus_pages(corpus_dir)} if Path(
+        corpus_dir
+    ).is_dir() else set()
+    if not pages:
+        raise OSError(f"{corpus_dir}: no Markdown pages to index")
+    queries = load_queries(queries_path, corpus_paths=pages)
+    if GROUP_COLUMN not in queries.columns:
+        raise QueryFileError(
+            f"{queries_path}: missing column {GROUP_COLUMN!r} (the article of each question); the benchmark study "
+            "splits by it"
+        )
+    empty = np.flatnonzero(queries[GROUP_COLUMN].str.strip() == "")
+    if empty.size:
+        raise QueryFileError(f"{queries_path}, line {empty[0] + 2}, column {GROUP_COLUMN!r}: empty group")
+    if articles is not None:
+        articles = list(articles)
+        unknown = sorted(set(articles) - set(queries[GROUP_COLUMN]))
+        if unknown:
+            raise ValueError(f"articles: {unknown} not in {queries_path}; known: {sorted(set(queries[GROUP_COLUMN]))}")
+        queries = queries[queries[GROUP_COLUMN].isin(articles)].reset_index(drop=True)
+    return queries
+
+
+def retrieve_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
+    """Index ``corpus_dir`` with ragcal's defaults and retrieve for the labeled questions of ``queries_path``.
+
+    What :func:`score_benchmark` scores, without computing any signal. The
+    index is the saved one when the embedder has a cache
+    (:func:`ragcal.retrieval.index.build_index`).
+
+    Parameters
+    ----------
+    corpus_dir, queries_path, articles, embedder
+        As for :func:`score_benchmark`.
+
+    Returns
+    -------
+    queries : DataFrame
+        :func:`benchmark_questions`: the questions retrieved for, in order.
+    retrieved : dict of str to list of RetrievalResult
+    config : dict
+        The index's provenance.
+    """
+    from ..embedding import load_embedder
+    from ..retrieval.index import build_index
+
+    queries = benchmark_questions(corpus_dir, queries_path, articles=articles)
+    index = build_index(corpus_dir, embedder=embedder or load_embedder())
+    return queries, index.retrieve(queries["query"]), dict(index.config)
+
+
 def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
     """Index ``corpus_dir`` with ragcal's defaults and score the labeled questions of ``queries_path``.
 
@@ -179,36 +252,15 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
     retrieved : dict of str to list of RetrievalResult
     config : dict
         The index's provenance.
-    """
-    from ..embedding import load_embedder
-    from ..retrieval.index import build_index
 
-    queries_path = Path(queries_path)
-    pages = {path.relative_to(corpus_dir).as_posix() for path in corpus_pages(corpus_dir)} if Path(
-        corpus_dir
-    ).is_dir() else set()
-    if not pages:
-        raise OSError(f"{corpus_dir}: no Markdown pages to index")
-    queries = load_queries(queries_path, corpus_paths=pages)
-    if GROUP_COLUMN not in queries.columns:
-        raise QueryFileError(
-            f"{queries_path}: missing column {GROUP_COLUMN!r} (the article of each question); the benchmark study "
-            "splits by it"
-        )
-    empty = np.flatnonzero(queries[GROUP_COLUMN].str.strip() == "")
-    if empty.size:
-        raise QueryFileError(f"{queries_path}, line {empty[0] + 2}, column {GROUP_COLUMN!r}: empty group")
-    if articles is not None:
-        articles = list(articles)
-        unknown = sorted(set(articles) - set(queries[GROUP_COLUMN]))
-        if unknown:
-            raise ValueError(f"articles: {unknown} not in {queries_path}; known: {sorted(set(queries[GROUP_COLUMN]))}")
-        queries = queries[queries[GROUP_COLUMN].isin(articles)].reset_index(drop=True)
-    index = build_index(corpus_dir, embedder=embedder or load_embedder())
-    retrieved = index.retrieve(queries["query"])
+    See Also
+    --------
+    retrieve_benchmark : the same questions retrieved, with no signal computed.
+    """
+    queries, retrieved, config = retrieve_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
     table = score_table(queries, retrieved)
     table.insert(4, GROUP_COLUMN, queries[GROUP_COLUMN].to_numpy())
-    return table, queries, retrieved, dict(index.config)
+    return table, queries, retrieved, config
 
 
 def join_logged_file(table: pd.DataFrame, path, *, allow_missing: bool = False):

@@ -1,4 +1,4 @@
-"""``ragcal reproduce`` and ``ragcal golden``: the commands of our study on the bundled corpora.
+"""``ragcal reproduce``, ``ragcal golden`` and ``ragcal try-signal``: the commands of our study on the bundled corpora.
 
 The command line (:mod:`ragcal.cli`) adds these parsers beside the library's
 commands; nothing in the library imports this module.
@@ -104,6 +104,72 @@ def add_parsers(commands) -> None:
         "--timings", action="store_true", help="print each stage's wall-clock time at the end"
     )
     reproduce.set_defaults(run=run_reproduce)
+
+    trial = commands.add_parser(
+        "try-signal",
+        help="a new signal beside dense_top1 on every bundled corpus and benchmark: AUC and a held-out keep@0.95 gate",
+    )
+    trial.add_argument(
+        "file", type=Path, metavar="FILE.py", help="a Python file that defines and registers signals (register_signal)"
+    )
+    trial.add_argument(
+        "--corpus",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a bundled corpus (repeatable); default: every bundled corpus and benchmark, and with --benchmark only "
+        "the datasets named",
+    )
+    trial.add_argument(
+        "--benchmark",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a public benchmark, e.g. squad2-A (repeatable); see --corpus for the default",
+    )
+    trial.add_argument(
+        "--splits",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out splits per dataset (default: ragcal.study.try_signal.DEFAULT_SPLITS; the output states it)",
+    )
+    trial.add_argument("--resamples", type=int, default=2000, metavar="N", help="bootstrap resamples (default 2000)")
+    trial.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="cache folder: embeddings, saved indexes, retrieved lists (default: $RAGCAL_CACHE_DIR or the user cache)",
+    )
+    trial.set_defaults(run=run_try_signal)
+
+
+def run_try_signal(args) -> int:
+    """``ragcal try-signal FILE.py``: the signals FILE.py registers, beside ``dense_top1``, on every dataset."""
+    from ..datasets import check_data_dir
+    from ..signals import load_signals_module
+    from .try_signal import trial_report, try_signal
+
+    check_data_dir()
+    names = load_signals_module(args.file)
+    if not names:
+        raise ValueError(
+            f"{args.file}: registers no signal; decorate a function with ragcal.signals.register_signal(name, "
+            "retrievers=...)"
+        )
+    print(f"{args.file}: registered {', '.join(names)}", file=sys.stderr)
+    named = args.corpus is not None or args.benchmark is not None
+    options = {"corpora": args.corpus or (), "benchmarks": args.benchmark or ()} if named else {}
+    rows = try_signal(
+        names,
+        n_splits=args.splits,
+        n_resamples=args.resamples,
+        cache_dir=args.cache_dir,
+        log=lambda line: print(line, file=sys.stderr),
+        **options,
+    )
+    print(trial_report(rows))
+    return 0
 
 
 def run_golden(args) -> int:

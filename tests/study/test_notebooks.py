@@ -14,7 +14,11 @@ CASES = {
     "01_score_distributions": ({}, ["score_distributions"], 2),
     "02_roc_and_auc": ({"n_resamples": 300}, ["roc", "roc_near_domain"], 2),
     "03_threshold_sweep_and_heldout": ({"n_splits": 50, "n_repeats": 50}, ["tradeoff", "heldout", "label_curve"], 3),
-    "04_prototype_a_signal": ({"n_resamples": 300}, ["new_signal_roc", "new_signal_tradeoff"], 2),
+    "04_prototype_a_signal": (
+        {"n_resamples": 300, "trial_corpora": ["fastapi"], "trial_benchmarks": [], "trial_splits": 20},
+        ["new_signal_roc", "new_signal_tradeoff"],
+        2,
+    ),
     "05_gates": ({"n_splits": 30}, ["gates", "floor_gap"], 2),
     # Reads the per-corpus results that make reproduce committed.
     "06_two_corpora": (
