@@ -34,27 +34,40 @@ def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, ma
     """The raw outputs of a sentence-transformers ``CrossEncoder`` for each pair: shape (n_pairs, n_labels).
 
     Pairs are tokenized together (question first; the longer of the two is
-    truncated first) and run in batches of similar length, in inference mode;
-    the order of the rows is that of the pairs. The same pairs give the same
-    numbers bit for bit.
+    truncated first) and run in batches of one padded length each: every pair
+    is padded to the next multiple of 16 tokens of its own length
+    (:func:`ragcal.embedding.minilm.length_buckets`), so its row is the same
+    bits whatever other pairs share its batch, in whatever order (as for
+    :class:`~ragcal.embedding.Embedder`; oneDNN is switched off for the same
+    reason, see :mod:`ragcal.numerics`). ``batch_size`` bounds the rows of a
+    pass (speed only). The order of the rows is that of the pairs.
     """
     import torch
 
+    from ..embedding.minilm import length_buckets
+
     model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
-    max_length = max_length or model_max_length(cross_encoder) or tokenizer.model_max_length
+    max_length = int(max_length or model_max_length(cross_encoder) or tokenizer.model_max_length)
     n_labels = int(model.config.num_labels)
     output = np.empty((len(questions), n_labels), dtype=np.float64)
-    order = np.argsort([len(question) + len(passage) for question, passage in zip(questions, passages)], kind="stable")
+    if not len(questions):
+        return output
+    questions, passages = [str(text) for text in questions], [str(text) for text in passages]
+    lengths = [
+        len(ids)
+        for ids in tokenizer(questions, passages, truncation="longest_first", max_length=max_length)["input_ids"]
+    ]
     model.eval()
-    with torch.inference_mode():
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
+    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
+        for padded_length, rows in length_buckets(
+            lengths, max_length=max_length, tokens_per_batch=batch_size * max_length
+        ):
             encoded = tokenizer(
                 [questions[row] for row in rows],
                 [passages[row] for row in rows],
-                padding=True,
+                padding="max_length",
                 truncation="longest_first",
-                max_length=int(max_length),
+                max_length=padded_length,
                 return_tensors="pt",
             )
             encoded = {key: value.to(model.device) for key, value in encoded.items()}

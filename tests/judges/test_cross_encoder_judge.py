@@ -87,9 +87,11 @@ def test_one_output_model_gives_the_sigmoid_of_its_logit(models, tmp_path):
     assert np.all((probabilities >= 0) & (probabilities <= 1))
     assert len(set(probabilities.round(6))) == 4  # the random model tells the pairs apart: the order is checked
     assert judge.fingerprint.startswith("tiny-ce@") and judge.fingerprint.endswith("/max256/sigmoid")
-    # One pair at a time gives the same numbers as the batch, pair for pair.
+    # One pair at a time gives the same bits as the batch, pair for pair, and so does the batch reversed.
     alone = [CrossEncoderJudge(models["one"], use_cache=False).score([q], [p])[0] for q, p in zip(QUESTIONS, PASSAGES)]
-    np.testing.assert_allclose(probabilities, alone, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(probabilities, alone)
+    reverse = CrossEncoderJudge(models["one"], use_cache=False).score(QUESTIONS[::-1], PASSAGES[::-1])
+    np.testing.assert_array_equal(probabilities, reverse[::-1])
 
 
 def softmax(row):
