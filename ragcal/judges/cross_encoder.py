@@ -39,8 +39,8 @@ def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, ma
     (:func:`ragcal.embedding.minilm.length_buckets`), so its row is the same
     bits whatever other pairs share its batch, in whatever order (as for
     :class:`~ragcal.embedding.Embedder`; oneDNN is switched off for the same
-    reason, see :mod:`ragcal.numerics`). ``batch_size`` bounds the rows of a
-    pass (speed only). The order of the rows is that of the pairs.
+    reason, see :mod:`ragcal.numerics`). Every pass holds exactly
+    ``batch_size`` rows. The order of the rows is that of the pairs.
     """
     import torch
 
@@ -59,19 +59,24 @@ def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, ma
     ]
     model.eval()
     with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
-        for padded_length, rows in length_buckets(
-            lengths, max_length=max_length, tokens_per_batch=batch_size * max_length
-        ):
-            encoded = tokenizer(
-                [questions[row] for row in rows],
-                [passages[row] for row in rows],
-                padding="max_length",
-                truncation="longest_first",
-                max_length=padded_length,
-                return_tensors="pt",
-            )
-            encoded = {key: value.to(model.device) for key, value in encoded.items()}
-            output[rows] = model(**encoded).logits.float().cpu().numpy().reshape(len(rows), n_labels)
+        whole_buckets = length_buckets(lengths, max_length=max_length, tokens_per_batch=len(lengths) * max_length)
+        for padded_length, bucket in whole_buckets:
+            for first in range(0, len(bucket), batch_size):
+                rows = bucket[first : first + batch_size]
+                # Every pass has exactly batch_size rows (the last one filled with copies of its first pair): a
+                # small model's matrix kernels round a row otherwise in a pass of another height.
+                filled = list(rows) + [rows[0]] * (batch_size - len(rows))
+                encoded = tokenizer(
+                    [questions[row] for row in filled],
+                    [passages[row] for row in filled],
+                    padding="max_length",
+                    truncation="longest_first",
+                    max_length=padded_length,
+                    return_tensors="pt",
+                )
+                encoded = {key: value.to(model.device) for key, value in encoded.items()}
+                logits = model(**encoded).logits.float().cpu().numpy().reshape(len(filled), n_labels)
+                output[rows] = logits[: len(rows)]
     return output
 
 
