@@ -74,9 +74,10 @@ __all__ = [
 
 #: The gate each signal is held out with (the benchmark study's main rule).
 TRIAL_RULE = LEARNED_RULE
-#: Held-out splits per dataset by default: about 5 s of the minute a warm run of all three datasets takes on two
-#: cores (a benchmark split by article has at most its C(g, g/2) article splits: 70 for SQuAD half A's 8).
-DEFAULT_SPLITS = 200
+#: Held-out splits per dataset by default: as many as ``ragcal reproduce`` uses. Warm (indexes, embeddings and
+#: retrieved lists cached), a run over both bundled corpora and SQuAD half A with them took about 10 s on two busy
+#: cores; a benchmark split by article has at most its C(g, g/2) article splits (70 for SQuAD half A's 8).
+DEFAULT_SPLITS = 1000
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def trial_rows(
     for name in names:
         higher = directions[name]
         row = {"dataset": data.name, "signal": name, "higher_is_answerable": higher, "n_questions": len(table)}
-        row.update(aucs.loc[name, ["n_answerable", "n_unanswerable", "auc", "ci_low", "ci_high"]].to_dict())
+        row.update(aucs.loc[name, ["auc", "ci_low", "ci_high"]].to_dict())
+        row.update({column: int(aucs.loc[name, column]) for column in ("n_answerable", "n_unanswerable")})
         row["article_low"] = row["article_high"] = math.nan
         if data.groups is not None:
             oriented = table[name].to_numpy(dtype=float) * (1.0 if higher else -1.0)
