@@ -547,24 +547,11 @@ def benchmark_study(
     return {**tables, "summary": summary}
 
 
-def reproduce_benchmark(
-    name: str,
-    results_dir="results",
-    *,
-    embedder=None,
-    max_splits=None,
-    cache_dir=None,
-    llm: bool = False,
-    timings=None,
-    log=print,
-) -> dict:
+def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_splits=None, cache_dir=None,
+                        llm: bool = False, timings=None, log=print) -> dict:  # fmt: skip
     """``ragcal reproduce --benchmark NAME``: :func:`benchmark_study` on :data:`BENCHMARKS` ``[name]``, written to
-    ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads).
-
-    The local LLM's verdicts (a benchmark with ``llm_sample``) are asked again only with ``llm=True``
-    (``ragcal reproduce --llm``, about 13 minutes cold); otherwise the study reads the verdicts already written in
-    ``<results_dir>/<name>/llm_found_answer.csv``, and runs without them when there are none.
-    """
+    ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads). The LLM's verdicts are
+    asked again only with ``llm`` (:func:`ragcal.study.benchmark_llm.llm_signals`)."""
     from .timings import StageTimings
 
     timings = timings if timings is not None else StageTimings()
@@ -578,38 +565,15 @@ def reproduce_benchmark(
                 f"{path}: not found; import the benchmark first (ragcal import-benchmark ... --out {queries.parent})"
             )
     logged = inputs.logged
-    if logged is None and inputs.llm_sample and llm:
-        from .benchmark_llm import llm_baseline
+    if logged is None and inputs.llm_sample:
+        from .benchmark_llm import llm_signals
 
-        with timings.stage(f"{name}: LLM verdicts"):
-            baseline = llm_baseline(
-                corpus, queries, Path(results_dir) / name, sample=inputs.llm_sample, cache_dir=cache_dir, log=log
-            )
-        if baseline.skipped and log:
-            log(f"no LLM baseline: {baseline.skipped}")
-        logged = baseline.signals
-    elif logged is None and inputs.llm_sample:
-        written = Path(results_dir) / name / "llm_found_answer.csv"
-        logged = written if written.is_file() else None
-        if log:
-            log(
-                f"LLM verdicts read from {written} (ragcal reproduce --benchmark {name} --llm asks the LLM again)"
-                if logged
-                else f"no LLM baseline: {written} is not there (ragcal reproduce --benchmark {name} --llm writes it)"
-            )
+        logged = llm_signals(inputs, corpus, queries, Path(results_dir) / name, ask=llm, cache_dir=cache_dir,
+                             timings=timings, log=log)  # fmt: skip
     with timings.stage(f"{name}: study"):
-        return benchmark_study(
-            corpus,
-            queries,
-            Path(results_dir) / name,
-            logged_signals=logged,
-            name=name,
-            title=inputs.title,
-            embedder=embedder,
-            max_splits=max_splits,
-            imported_from=inputs.source,
-            log=log,
-        )
+        return benchmark_study(corpus, queries, Path(results_dir) / name, logged_signals=logged, name=name,
+                               title=inputs.title, embedder=embedder, max_splits=max_splits,
+                               imported_from=inputs.source, log=log)  # fmt: skip
 
 
 def read_benchmark_results(results_dir) -> dict:

@@ -24,7 +24,7 @@ LLM_SAMPLE_SEED = 0
 #: Passages per question, longest reply in tokens, sampling seed.
 LLM_K, LLM_MAX_TOKENS, LLM_SEED = 1, 192, 0
 
-__all__ = ["LLM_SAMPLE", "LlmBaseline", "llm_baseline"]
+__all__ = ["LLM_SAMPLE", "LlmBaseline", "llm_baseline", "llm_signals"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +82,31 @@ def llm_baseline(corpus_dir, queries_path, results_dir, *, sample: int = LLM_SAM
     details = write_verdicts(verdicts, results_dir / "llm_verdicts.csv")
     log(verdict_summary(verdicts, questions).to_string(index=False, float_format=lambda value: f"{value:.3f}"))
     return LlmBaseline(signals, details)
+
+
+def llm_signals(inputs, corpus_dir, queries_path, results_dir, *, ask: bool, cache_dir=None, timings=None, log=print):
+    """The LLM verdicts a benchmark study joins: asked again (``ask``, ``ragcal reproduce --llm``), else read.
+
+    Without ``ask`` the study reads ``<results_dir>/llm_found_answer.csv`` as an earlier ``--llm`` run wrote it
+    (None when there is none): the LLM takes about 13 minutes cold, so it is an opt-in study.
+    """
+    results_dir = Path(results_dir)
+    if ask:
+        from contextlib import nullcontext
+
+        with timings.stage(f"{inputs.name}: LLM verdicts") if timings is not None else nullcontext():
+            baseline = llm_baseline(
+                corpus_dir, queries_path, results_dir, sample=inputs.llm_sample, cache_dir=cache_dir, log=log
+            )
+        if baseline.skipped and log:
+            log(f"no LLM baseline: {baseline.skipped}")
+        return baseline.signals
+    written = results_dir / "llm_found_answer.csv"
+    found = written if written.is_file() else None
+    if log:
+        log(
+            f"LLM verdicts read from {written} (ragcal reproduce --benchmark {inputs.name} --llm asks the LLM again)"
+            if found
+            else f"no LLM baseline: {written} is not there (ragcal reproduce --benchmark {inputs.name} --llm writes it)"
+        )
+    return found

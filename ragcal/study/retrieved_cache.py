@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from .._io import atomic_write_text
 from ..retrieval.base import RetrievalResult
 from ..retrieval.diagnostics.registry import DIAGNOSTICS
 
@@ -124,7 +125,7 @@ def save_retrieved(folder, index, retrieved: dict) -> Path | None:
     try:
         for key, array in arrays.items():
             np.save(staging / f"{key}.npy", array, allow_pickle=False)
-        (staging / "retrieved.json").write_text(json.dumps(meta), encoding="utf-8")
+        atomic_write_text(staging / "retrieved.json", json.dumps(meta))
         try:
             staging.rename(folder)
         except OSError:  # another run saved the same lists first

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragcal.calibration import fit_threshold, split_by_slice
+from ragcal.calibration import fit_threshold, midway_threshold, split_by_slice
 from ragcal.study.cross_model import cross_model_report, timing_report
 from ragcal.study.cross_model_stats import (
     auc_by_model,
@@ -89,8 +89,9 @@ def test_thresholds_move_with_the_scale():
     base, squeezed, _ = pair()
     thresholds = thresholds_by_model({"A": base, "B": squeezed}, RULES).set_index(["model", "rule"])["threshold"]
     lowest = base.loc[base["answerable"], "dense_top1"].min()
-    assert thresholds["A", "keep@1.0"] == lowest  # keep every answerable question: the lowest answerable score
-    assert thresholds["B", "keep@1.0"] == pytest.approx(0.5 * lowest + 0.1)
+    # keep every answerable question: midway between the lowest answerable score and the next score below it
+    assert thresholds["A", "keep@1.0"] == midway_threshold(lowest, base["dense_top1"])
+    assert thresholds["B", "keep@1.0"] == pytest.approx(0.5 * thresholds["A", "keep@1.0"] + 0.1)  # midpoints move with the scale
 
 
 def test_copying_a_threshold_by_hand_on_one_split():
