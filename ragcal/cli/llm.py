@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ._options import MODEL_HELP
@@ -79,7 +78,7 @@ def run_llm_abstain(args) -> int:
         "seed": args.seed,
         "max_tokens": args.llm_max_tokens,
         "use_cache": not args.no_llm_cache,
-        "progress": sys.stderr.isatty(),
+        "progress": True,  # a bar in a terminal, a few plain lines in a log
     }
     if args.llm_endpoint is not None:
         endpoint = ChatEndpoint(args.llm_endpoint, args.llm_model)

@@ -17,6 +17,7 @@ import pandas as pd
 from ..calibration import split_by_slice
 from ..chunking import pages_of
 from ..metrics import clopper_pearson
+from ..progress import LONG_LOOP, progress
 from ..score_tables import check_score_table, unanswerable_slices
 from .base import ACTIONS
 from .support import table_support
@@ -190,7 +191,8 @@ def heldout_gates(
         raise ValueError(f"heldout_gates: {len(table)} rows but {len(results)} result sets and {len(gold)} gold sets")
     slices = table["slice"].to_numpy()
     rows = []
-    for split in range(n_splits):
+    splits = progress(range(n_splits), desc="held-out gate splits", unit="split", disable=n_splits < LONG_LOOP)
+    for split in splits:
         calibration = split_by_slice(slices, random_state=random_state + split)
         fitting, evaluation = table[calibration], table[~calibration].reset_index(drop=True)
         held = np.flatnonzero(~calibration)

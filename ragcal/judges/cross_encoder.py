@@ -24,65 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from .._params import check_int
-from ..retrieval.rerank import RerankCache, _pair_key, load_cross_encoder, weights_digest
+from ..retrieval.rerank import RerankCache, _pair_key, cross_encoder_logits, load_cross_encoder, model_max_length, weights_digest
 from .protocol import check_pairs
 
-__all__ = ["CrossEncoderJudge", "judge_logits"]
-
-
-def judge_logits(cross_encoder, questions, passages, *, batch_size: int = 32, max_length: int | None = None):
-    """The raw outputs of a sentence-transformers ``CrossEncoder`` for each pair: shape (n_pairs, n_labels).
-
-    Pairs are tokenized together (question first; the longer of the two is
-    truncated first) and run in batches of one padded length each: every pair
-    is padded to the next multiple of 16 tokens of its own length
-    (:func:`ragcal.embedding.minilm.length_buckets`), so its row is the same
-    bits whatever other pairs share its batch, in whatever order (as for
-    :class:`~ragcal.embedding.Embedder`; oneDNN is switched off for the same
-    reason, see :mod:`ragcal.numerics`). Every pass holds exactly
-    ``batch_size`` rows. The order of the rows is that of the pairs.
-    """
-    import torch
-
-    from ..embedding.minilm import length_buckets
-
-    model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
-    max_length = int(max_length or model_max_length(cross_encoder) or tokenizer.model_max_length)
-    n_labels = int(model.config.num_labels)
-    output = np.empty((len(questions), n_labels), dtype=np.float64)
-    if not len(questions):
-        return output
-    questions, passages = [str(text) for text in questions], [str(text) for text in passages]
-    lengths = [
-        len(ids)
-        for ids in tokenizer(questions, passages, truncation="longest_first", max_length=max_length)["input_ids"]
-    ]
-    model.eval()
-    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
-        whole_buckets = length_buckets(lengths, max_length=max_length, tokens_per_batch=len(lengths) * max_length)
-        for padded_length, bucket in whole_buckets:
-            for first in range(0, len(bucket), batch_size):
-                rows = bucket[first : first + batch_size]
-                # Every pass has exactly batch_size rows (the last one filled with copies of its first pair): a
-                # small model's matrix kernels round a row otherwise in a pass of another height.
-                filled = list(rows) + [rows[0]] * (batch_size - len(rows))
-                encoded = tokenizer(
-                    [questions[row] for row in filled],
-                    [passages[row] for row in filled],
-                    padding="max_length",
-                    truncation="longest_first",
-                    max_length=padded_length,
-                    return_tensors="pt",
-                )
-                encoded = {key: value.to(model.device) for key, value in encoded.items()}
-                logits = model(**encoded).logits.float().cpu().numpy().reshape(len(filled), n_labels)
-                output[rows] = logits[: len(rows)]
-    return output
-
-
-def model_max_length(cross_encoder) -> int | None:
-    """The tokens a ``CrossEncoder`` reads per pair: ``max_seq_length`` (``max_length`` in older versions)."""
-    return getattr(cross_encoder, "max_seq_length", None) or getattr(cross_encoder, "max_length", None)
+__all__ = ["CrossEncoderJudge"]
 
 
 def _positive_label(config, positive_label) -> int | None:
@@ -210,7 +155,7 @@ class CrossEncoderJudge:
         if missing:
             by_key = dict(zip(keys, zip(questions, passages)))
             pairs = [by_key[key] for key in missing]
-            logits = judge_logits(
+            logits = cross_encoder_logits(
                 self.cross_encoder,
                 [question for question, _ in pairs],
                 [passage for _, passage in pairs],

@@ -35,7 +35,9 @@ __all__ = [
     "RerankerLoadError",
     "RerankCache",
     "build_tiny_cross_encoder",
+    "cross_encoder_logits",
     "load_cross_encoder",
+    "model_max_length",
     "weights_digest",
 ]
 
@@ -134,6 +136,61 @@ def weights_digest(model_name: str, cross_encoder) -> tuple[str, str]:
     return model_name, hasher.hexdigest()
 
 
+def cross_encoder_logits(cross_encoder, questions, passages, *, batch_size: int = 32, max_length: int | None = None):
+    """The raw outputs of a sentence-transformers ``CrossEncoder`` for each pair: shape (n_pairs, n_labels).
+
+    Pairs are tokenized together (question first; the longer of the two is
+    truncated first) and run in batches of one padded length each: every pair
+    is padded to the next multiple of 16 tokens of its own length
+    (:func:`ragcal.embedding.minilm.length_buckets`), so its row is the same
+    bits whatever other pairs share its batch, in whatever order (as for
+    :class:`~ragcal.embedding.Embedder`; oneDNN is switched off for the same
+    reason, see :mod:`ragcal.numerics`). Every pass holds exactly
+    ``batch_size`` rows. The order of the rows is that of the pairs.
+    """
+    import torch
+
+    from ..embedding.minilm import length_buckets
+
+    model, tokenizer = cross_encoder.model, cross_encoder.tokenizer
+    max_length = int(max_length or model_max_length(cross_encoder) or tokenizer.model_max_length)
+    n_labels = int(model.config.num_labels)
+    output = np.empty((len(questions), n_labels), dtype=np.float64)
+    if not len(questions):
+        return output
+    questions, passages = [str(text) for text in questions], [str(text) for text in passages]
+    lengths = [
+        len(ids)
+        for ids in tokenizer(questions, passages, truncation="longest_first", max_length=max_length)["input_ids"]
+    ]
+    model.eval()
+    with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
+        whole_buckets = length_buckets(lengths, max_length=max_length, tokens_per_batch=len(lengths) * max_length)
+        for padded_length, bucket in whole_buckets:
+            for first in range(0, len(bucket), batch_size):
+                rows = bucket[first : first + batch_size]
+                # Every pass has exactly batch_size rows (the last one filled with copies of its first pair): a
+                # small model's matrix kernels round a row otherwise in a pass of another height.
+                filled = list(rows) + [rows[0]] * (batch_size - len(rows))
+                encoded = tokenizer(
+                    [questions[row] for row in filled],
+                    [passages[row] for row in filled],
+                    padding="max_length",
+                    truncation="longest_first",
+                    max_length=padded_length,
+                    return_tensors="pt",
+                )
+                encoded = {key: value.to(model.device) for key, value in encoded.items()}
+                logits = model(**encoded).logits.float().cpu().numpy().reshape(len(filled), n_labels)
+                output[rows] = logits[: len(rows)]
+    return output
+
+
+def model_max_length(cross_encoder) -> int | None:
+    """The tokens a ``CrossEncoder`` reads per pair: ``max_seq_length`` (``max_length`` in older versions)."""
+    return getattr(cross_encoder, "max_seq_length", None) or getattr(cross_encoder, "max_length", None)
+
+
 class RerankCache:
     """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
 
@@ -186,6 +243,10 @@ class CrossEncoderReranker:
         folder when None.
     use_cache : bool, default=True
     batch_size : int, default=32
+        Pairs per forward pass. Pairs are padded to the next multiple of 16
+        tokens of their own length and every pass has this many rows, so a
+        pair's score is the same bits whatever other pairs it is scored with
+        (:func:`cross_encoder_logits`).
     device : str, default="cpu"
     name : str, default="rerank"
     local_files_only : bool, default=False
@@ -221,6 +282,12 @@ class CrossEncoderReranker:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._cache = None
         self.model = self._load(self.model_name, device, local_files_only)
+        outputs = int(self.model.model.config.num_labels)
+        if outputs != 1:
+            raise RerankerLoadError(
+                f"reranker {self.model_name} has {outputs} outputs; a reranker scores each pair with one output "
+                "(ragcal.judges.CrossEncoderJudge reads a model with several labels)"
+            )
         self.fingerprint = self._fingerprint()
         self.last_stats = {"cached": 0, "scored": 0}
 
@@ -246,15 +313,23 @@ class CrossEncoderReranker:
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         if missing:
             by_key = dict(zip(keys, pairs))
-            scores = self.model.predict(
-                [by_key[key] for key in missing], batch_size=self.batch_size, show_progress_bar=False
-            )
-            fresh = {key: float(score) for key, score in zip(missing, np.asarray(scores, dtype=np.float64).reshape(-1))}
+            fresh = dict(zip(missing, self._predict([by_key[key] for key in missing]).tolist()))
             if self.use_cache:
                 self._cache.put(self.fingerprint, fresh)
             found = {**found, **fresh}
         self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
         return np.array([found[key] for key in keys], dtype=np.float64)
+
+    def _predict(self, pairs) -> np.ndarray:
+        """The model's scores, with its default activation, in exact batches (:func:`cross_encoder_logits`)."""
+        import torch
+
+        logits = cross_encoder_logits(
+            self.model, [query for query, _ in pairs], [passage for _, passage in pairs], batch_size=self.batch_size
+        )
+        with torch.inference_mode():
+            scores = self.model.activation_fn(torch.from_numpy(logits[:, 0].astype(np.float32)))
+        return scores.numpy().astype(np.float64)
 
     def rerank(self, queries, candidates, texts) -> list[RetrievalResult]:
         """Re-score the top :attr:`depth` of each candidate list.

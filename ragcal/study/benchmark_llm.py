@@ -75,7 +75,8 @@ def llm_baseline(corpus_dir, queries_path, results_dir, *, sample: int = LLM_SAM
     with LocalLLMServer(threads=2, seed=LLM_SEED) as server:
         log(f"asking {server.endpoint.model} about {len(questions)} questions (cached replies are not asked again)")
         verdicts = llm_verdicts(
-            questions, contexts, endpoint=server.endpoint, k=LLM_K, seed=LLM_SEED, max_tokens=LLM_MAX_TOKENS
+            questions, contexts, endpoint=server.endpoint, k=LLM_K, seed=LLM_SEED, max_tokens=LLM_MAX_TOKENS,
+            progress=True,
         )
     results_dir = Path(results_dir)
     signals = write_llm_signals(verdicts, results_dir / "llm_found_answer.csv")

@@ -23,6 +23,7 @@ from ..calibration.rules import fit_rule
 from ..metrics import DegenerateInputWarning, outcome_table
 from ..metrics.auc import auc_bootstrap
 from ..metrics.selective import selective_comparison
+from ..progress import LONG_LOOP, progress
 from ..score_tables import unanswerable_slices
 from ..signals import SIGNALS
 
@@ -226,7 +227,8 @@ def threshold_copy(
     slices = first["slice"].to_numpy()
     answerable = first["answerable"].to_numpy(dtype=bool)
     rows = []
-    for split in range(n_splits):
+    splits = progress(range(n_splits), desc="threshold copies", unit="split", disable=n_splits < LONG_LOOP)
+    for split in splits:
         calibration = split_by_slice(slices, random_state=random_state + split)
         for rule in rules:
             for fitted_on in labels:

@@ -194,8 +194,11 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
 
 def execute_notebooks(*, names=NOTEBOOKS, output_dir=NOTEBOOKS_DIR, parameters=None, log=print) -> list[Path]:
     """Execute every notebook, writing ``<output_dir>/<name>.ipynb``."""
+    names = list(names)
     written = []
-    for name in names:
+    for position, name in enumerate(names, start=1):
+        # Each notebook takes seconds to a minute: say which one runs and how many remain.
+        log(f"executing {name}.py ({position} of {len(names)})")
         output = Path(output_dir) / f"{name}.ipynb"
         execute_notebook(NOTEBOOKS_DIR / f"{name}.py", output, parameters=parameters)
         log(f"executed {name}.py -> {output}")

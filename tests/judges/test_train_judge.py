@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from ragcal.judges import JudgeTraining, TrainedJudge, question_key, train_judge
-from ragcal.judges.cross_encoder import judge_logits
+from ragcal.retrieval.rerank import cross_encoder_logits
 from ragcal.judges.training import JUDGE_FORMAT
 from ragcal.retrieval.rerank import build_tiny_cross_encoder
 
@@ -132,7 +132,7 @@ def test_the_saved_judge_reloads_and_scores_bit_identically(minilm_judge, tmp_pa
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(judge.score(UNSEEN_QUESTIONS, UNSEEN_PASSAGES), first)
     # The same numbers from a CrossEncoder loaded independently from the folder, through the documented rule.
-    logits = judge_logits(CrossEncoder(str(out_dir)), UNSEEN_QUESTIONS, UNSEEN_PASSAGES, max_length=64)
+    logits = cross_encoder_logits(CrossEncoder(str(out_dir)), UNSEEN_QUESTIONS, UNSEEN_PASSAGES, max_length=64)
     np.testing.assert_array_equal(1 / (1 + np.exp(-logits[:, 0])), first)
     assert judge.fingerprint.startswith("judge@") and judge.fingerprint.endswith("/max64/sigmoid")
     # And the judge learned something: the passage that answers scores highest.

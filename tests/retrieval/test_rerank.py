@@ -57,6 +57,32 @@ def test_rerank_rescores_the_top_depth_candidates_with_the_model(reranker):
     assert empty.is_empty
 
 
+def test_a_pairs_score_is_the_same_bits_alone_batched_and_reversed(tiny_model, tmp_path):
+    reranker = CrossEncoderReranker(str(tiny_model), use_cache=False, batch_size=4)
+    pairs = [
+        (f"question {n} about {'path parameters ' * (n % 3)}", f"passage {n}: {'FastAPI declares headers. ' * (n % 9 + 1)}")
+        for n in range(23)
+    ]
+    together = reranker.score_pairs(pairs)
+    alone = np.array([reranker.score_pairs([pair])[0] for pair in pairs])
+    reversed_ = reranker.score_pairs(pairs[::-1])[::-1]
+    assert np.array_equal(together, alone)
+    assert np.array_equal(together, reversed_)
+    # The model's own scores (its default activation, a sigmoid), up to float32 rounding.
+    np.testing.assert_allclose(together, reranker.model.predict(pairs), rtol=0, atol=1e-6)
+    assert len(set(together.round(6))) > 15  # distinct pairs, distinct scores
+
+
+def test_a_model_with_several_outputs_is_refused_as_a_reranker(tiny_model, tmp_path):
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(tiny_model, num_labels=3)
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "three")
+    AutoTokenizer.from_pretrained(tiny_model).save_pretrained(tmp_path / "three")
+    with pytest.raises(RerankerLoadError, match="has 3 outputs.*CrossEncoderJudge"):
+        CrossEncoderReranker(str(tmp_path / "three"))
+
+
 def test_scores_are_cached_by_fingerprint_and_pair(reranker, tiny_model, tmp_path):
     pairs = [("q one", "passage a"), ("q one", "passage b"), ("q two", "passage a")]
     first = reranker.score_pairs(pairs)
