@@ -24,7 +24,15 @@ from pathlib import Path
 import numpy as np
 
 from .._params import check_int
-from ..retrieval.rerank import RerankCache, _pair_key, cross_encoder_logits, load_cross_encoder, model_max_length, weights_digest
+from ..retrieval.rerank import (
+    RerankCache,
+    cross_encoder_logits,
+    load_cross_encoder,
+    model_max_length,
+    pair_cache_key,
+    pair_key,
+    weights_digest,
+)
 from .protocol import check_pairs
 
 __all__ = ["CrossEncoderJudge"]
@@ -145,12 +153,12 @@ class CrossEncoderJudge:
         questions, passages = check_pairs(questions, passages, f"{type(self).__name__}.score")
         if not questions:
             return np.empty(0)
-        keys = [_pair_key(question, passage) for question, passage in zip(questions, passages)]
+        keys = [pair_key(question, passage) for question, passage in zip(questions, passages)]
         found = {}
         if self.use_cache:
             if self._cache is None:
                 self._cache = RerankCache(self.cache_dir / "judge.sqlite")
-            found = self._cache.get(self.fingerprint, keys)
+            found = self._cache.get(pair_cache_key(self.fingerprint), keys)
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         if missing:
             by_key = dict(zip(keys, zip(questions, passages)))
@@ -164,7 +172,7 @@ class CrossEncoderJudge:
             )
             fresh = dict(zip(missing, probabilities(logits, self.positive).tolist()))
             if self.use_cache:
-                self._cache.put(self.fingerprint, fresh)
+                self._cache.put(pair_cache_key(self.fingerprint), fresh)
             found = {**found, **fresh}
         self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
         return np.array([found[key] for key in keys], dtype=np.float64)

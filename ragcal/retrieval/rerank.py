@@ -38,6 +38,8 @@ __all__ = [
     "cross_encoder_logits",
     "load_cross_encoder",
     "model_max_length",
+    "pair_cache_key",
+    "pair_key",
     "weights_digest",
 ]
 
@@ -49,7 +51,8 @@ class RerankerLoadError(ValueError):
 
 
 
-def _pair_key(query: str, passage: str) -> str:
+def pair_key(query: str, passage: str) -> str:
+    """The cache key of one (query, passage) pair: the sha256 of both texts."""
     return hashlib.sha256(f"{query}\x00{passage}".encode("utf-8")).hexdigest()
 
 
@@ -191,6 +194,17 @@ def model_max_length(cross_encoder) -> int | None:
     return getattr(cross_encoder, "max_seq_length", None) or getattr(cross_encoder, "max_length", None)
 
 
+def pair_cache_key(fingerprint: str) -> str:
+    """The score cache's model key: the model's fingerprint, the padding scheme and the CPU kernels.
+
+    Scores computed another way (other padding, AVX-512 against AVX2 kernels)
+    differ in their last bits, so they are cached apart and never mixed.
+    """
+    from ..embedding.minilm import ENCODING_SCHEME, kernel_capability
+
+    return f"{fingerprint}/{ENCODING_SCHEME}/{kernel_capability().lower()}"
+
+
 class RerankCache:
     """Reranker scores on disk, keyed by (reranker fingerprint, sha256 of the query-passage pair)."""
 
@@ -289,6 +303,7 @@ class CrossEncoderReranker:
                 "(ragcal.judges.CrossEncoderJudge reads a model with several labels)"
             )
         self.fingerprint = self._fingerprint()
+        self.cache_key = pair_cache_key(self.fingerprint)
         self.last_stats = {"cached": 0, "scored": 0}
 
     def _load(self, model: str, device: str, local_files_only: bool):
@@ -304,18 +319,18 @@ class CrossEncoderReranker:
         pairs = [(str(query), str(passage)) for query, passage in pairs]
         if not pairs:
             return np.empty(0)
-        keys = [_pair_key(query, passage) for query, passage in pairs]
+        keys = [pair_key(query, passage) for query, passage in pairs]
         found = {}
         if self.use_cache:
             if self._cache is None:
                 self._cache = RerankCache(self.cache_dir / "rerank.sqlite")
-            found = self._cache.get(self.fingerprint, keys)
+            found = self._cache.get(self.cache_key, keys)
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         if missing:
             by_key = dict(zip(keys, pairs))
             fresh = dict(zip(missing, self._predict([by_key[key] for key in missing]).tolist()))
             if self.use_cache:
-                self._cache.put(self.fingerprint, fresh)
+                self._cache.put(self.cache_key, fresh)
             found = {**found, **fresh}
         self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
         return np.array([found[key] for key in keys], dtype=np.float64)

@@ -64,6 +64,8 @@ def test_a_pairs_score_is_the_same_bits_alone_batched_and_reversed(tiny_model, t
         for n in range(23)
     ]
     together = reranker.score_pairs(pairs)
+    # Cached apart from scores computed another way: the padding scheme and the CPU kernels are in the cache key.
+    assert reranker.cache_key.startswith(reranker.fingerprint + "/pad16/")
     alone = np.array([reranker.score_pairs([pair])[0] for pair in pairs])
     reversed_ = reranker.score_pairs(pairs[::-1])[::-1]
     assert np.array_equal(together, alone)
