@@ -103,6 +103,14 @@ def add_parsers(commands) -> None:
     reproduce.add_argument(
         "--timings", action="store_true", help="print each stage's wall-clock time at the end"
     )
+    reproduce.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for the parts that do not depend on each other (the corpora's studies, the notebooks); "
+        "default: the cores this process may use. Every number of processes writes the same bits",
+    )
     reproduce.set_defaults(run=run_reproduce)
 
     trial = commands.add_parser(
@@ -225,6 +233,7 @@ def _run_reproduce(args, timings) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
     from ..metrics.outcomes import slice_summary
+    from .parallel import default_jobs
     from .reproduce import SECOND_MODEL, reproduce
 
     check_data_dir()
@@ -247,6 +256,9 @@ def _run_reproduce(args, timings) -> None:
 
     if args.splits < 1:
         raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
+    jobs = default_jobs() if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise ValueError(f"--jobs must be at least 1. Got {jobs} instead.")
     names = args.corpus or list(BUNDLED)
     tables = reproduce(
         args.results,
@@ -257,6 +269,7 @@ def _run_reproduce(args, timings) -> None:
         reranker=args.reranker,
         second_model=second,
         timings=timings,
+        jobs=jobs,
     )
     for name, corpus_tables in tables.items():
         print(f"\n{BUNDLED[name].title}:", end="")
@@ -275,6 +288,7 @@ def _run_reproduce(args, timings) -> None:
                 figures_dir=figures,
                 results_dir=args.results,
                 output_dir=executed,
+                jobs=jobs,
             )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
     if args.corpus is None:  # the whole job: every public benchmark too, whose summary reads the corpora's results

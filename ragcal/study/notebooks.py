@@ -216,7 +216,29 @@ PER_CORPUS_NOTEBOOKS = (
 )
 
 
-def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir=None, log=print) -> None:
+def _execute_to(name: str, folder, parameters) -> None:
+    """Execute notebook ``name`` and write its executed copy to ``folder`` (made when missing)."""
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    execute_notebook(NOTEBOOKS_DIR / f"{name}.py", Path(folder) / f"{name}.ipynb", parameters=parameters)
+
+
+def _execute_runs(runs, *, jobs: int, log) -> None:
+    """Execute ``(name, folder, parameters)`` runs, ``jobs`` at a time, saying what runs."""
+    from .parallel import run_in_processes
+
+    if jobs <= 1:
+        for position, (name, folder, parameters) in enumerate(runs, start=1):
+            log(f"executing {name}.py ({position} of {len(runs)})")
+            _execute_to(name, folder, parameters)
+            log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'}")
+        return
+    log(f"executing {len(runs)} notebooks, {min(jobs, len(runs))} at a time: {', '.join(name for name, *_ in runs)}")
+    run_in_processes([(_execute_to, run, {}) for run in runs], jobs=jobs)
+    log(f"executed {len(runs)} notebooks")
+
+
+def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir=None, jobs: int = 1,
+                      log=print) -> None:  # fmt: skip
     """The figures of ``make reproduce``.
 
     The first corpus (FastAPI, the published one) runs every notebook and keeps
@@ -230,6 +252,10 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
         Where figures go, where ``make reproduce`` wrote its tables, and where
         the executed notebooks go: :data:`FIGURES_DIR`, :data:`RESULTS_DIR`
         and :data:`NOTEBOOKS_DIR` when None.
+    jobs : int, default=1
+        Notebooks executed at once, each in its own process and kernel
+        (:func:`ragcal.study.parallel.run_in_processes`); the comparing
+        notebooks run last, when every other one is done.
     """
     import tempfile
 
@@ -250,15 +276,18 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
         single.remove(FRAMEWORK_NOTEBOOK)
         log(f"{FRAMEWORK_NOTEBOOK} skipped: it needs LangChain's stores ({', '.join(missing)} not installed); "
             "pip install 'ragcal[frameworks]'")  # fmt: skip
-    execute_notebooks(names=single, output_dir=output_dir, parameters=folders, log=log)
-    for spec in corpora[1:]:
-        with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch:
+        # (notebook, where its executed copy goes, parameters): the first corpus's copies are kept.
+        runs = [(name, output_dir, folders) for name in single]
+        for spec in corpora[1:]:
             parameters = {
                 "corpus_dir": str(spec.corpus),
                 "queries_path": str(spec.queries),
                 "figures_dir": str(figures_dir / spec.name),
             }
-            execute_notebooks(names=PER_CORPUS_NOTEBOOKS, output_dir=scratch, parameters=parameters, log=log)
+            runs += [(name, Path(scratch) / spec.name, parameters) for name in PER_CORPUS_NOTEBOOKS]
+        _execute_runs(runs, jobs=jobs, log=log)
+    for spec in corpora[1:]:
         log(f"figures of {spec.title} written to {figures_dir / spec.name}/")
     if len(corpora) > 1:
         parameters = dict(folders)

@@ -53,6 +53,7 @@ from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
 from .learned_report import learned_gate_section
+from .parallel import run_in_processes
 from .published import SWEEP_GRID, published_split
 from .qpp import evaluate_qpp, qpp_section
 from .report import (
@@ -144,6 +145,7 @@ def reproduce(
     reranker=None,
     second_model: str | None = SECOND_MODEL,
     timings: StageTimings | None = None,
+    jobs: int = 1,
     log=print,
 ) -> dict:
     """Run the whole experiment for every bundled corpus, then compare them.
@@ -169,6 +171,10 @@ def reproduce(
         None skips the comparison.
     timings : StageTimings, default=None
         Records each stage's time (``ragcal reproduce --timings`` prints them).
+    jobs : int, default=1
+        Processes for the corpora's studies (:func:`ragcal.study.parallel.run_in_processes`):
+        with two or more, each corpus runs in its own process with its own
+        embedder of the same model and cache, and writes the same bits.
 
     Returns
     -------
@@ -182,18 +188,24 @@ def reproduce(
     embedder = embedder or load_embedder()
     timings = timings if timings is not None else StageTimings()
     names = list(corpora) if corpora is not None else list(BUNDLED)
-    tables = {}
-    for spec in [bundled(name) for name in names]:  # unknown names fail before any work
-        tables[spec.name] = reproduce_corpus(
-            spec,
-            results_dir / spec.name,
-            embedder=embedder,
-            n_splits=n_splits,
-            variants=variants,
-            reranker=reranker,
-            timings=timings,
-            log=log,
-        )
+    specs = [bundled(name) for name in names]  # unknown names fail before any work
+    options = {"n_splits": n_splits, "variants": variants, "reranker": reranker}
+    if jobs > 1 and len(specs) > 1:
+        model = {"model": embedder.name, "cache_dir": embedder.cache_dir, "use_cache": embedder.use_cache}
+        tasks = [(_corpus_in_process, (spec, results_dir / spec.name), {**model, **options}) for spec in specs]
+        with timings.stage(f"{len(specs)} corpora in {min(jobs, len(specs))} processes"):
+            done = run_in_processes(tasks, jobs=jobs)
+        tables = {}
+        for spec, (corpus_tables, rows) in zip(specs, done):
+            tables[spec.name] = corpus_tables
+            timings.add_parallel(rows)
+    else:
+        tables = {
+            spec.name: reproduce_corpus(
+                spec, results_dir / spec.name, embedder=embedder, **options, timings=timings, log=log
+            )
+            for spec in specs
+        }
     if len(tables) > 1:
         with timings.stage("cross-corpus report"):
             write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
@@ -210,6 +222,18 @@ def reproduce(
                 log=log,
             )
     return tables
+
+
+def _corpus_in_process(spec: BundledCorpus, results_dir, *, model: str, cache_dir, use_cache: bool, **options):
+    """:func:`reproduce_corpus` in a worker process: its tables and its stage timings."""
+    timings = StageTimings()
+
+    def log(message):
+        print(f"[{spec.name}] {message}", flush=True)
+
+    embedder = load_embedder(model, cache_dir=cache_dir, use_cache=use_cache)
+    tables = reproduce_corpus(spec, results_dir, embedder=embedder, **options, timings=timings, log=log)
+    return tables, timings.rows
 
 
 def reproduce_corpus(

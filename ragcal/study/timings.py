@@ -19,12 +19,13 @@ class StageTimings:
     >>> with timings.stage("fastapi: calibration"):
     ...     pass
     >>> list(timings.table()["stage"])
-    ['fastapi: calibration']
+    ['fastapi: calibration', 'total']
     """
 
     def __init__(self, *, clock=time.perf_counter):
         self.clock = clock
-        self.rows: list[tuple[str, float]] = []
+        #: (stage, seconds, counted): stages run inside a parallel stage are not counted in the total twice.
+        self.rows: list[tuple[str, float, bool]] = []
 
     @contextmanager
     def stage(self, name: str):
@@ -33,21 +34,36 @@ class StageTimings:
         try:
             yield
         finally:
-            self.rows.append((name, self.clock() - start))
+            self.rows.append((name, self.clock() - start, True))
+
+    def add_parallel(self, rows) -> None:
+        """Add the stages another process timed (its :attr:`rows`) while a stage of this one ran them in parallel.
+
+        They are shown, indented, but not added to the total: the stage that
+        ran them (timed here with :meth:`stage`) holds their wall-clock time.
+        """
+        self.rows.extend((name, float(seconds), False) for name, seconds, *_ in rows)
 
     def table(self) -> pd.DataFrame:
-        """``stage`` and ``seconds`` per stage, in order, then a ``total`` row (the stages' sum)."""
-        frame = pd.DataFrame(self.rows, columns=["stage", "seconds"])
-        total = pd.DataFrame([{"stage": "total", "seconds": float(frame["seconds"].sum())}])
-        return pd.concat([frame, total], ignore_index=True) if len(frame) else frame
+        """``stage``, ``seconds`` and ``counted`` per stage, in order, then a ``total`` row (the counted stages' sum)."""
+        frame = pd.DataFrame(self.rows, columns=["stage", "seconds", "counted"])
+        if frame.empty:
+            return frame
+        total = pd.DataFrame([{"stage": "total", "seconds": float(frame.loc[frame["counted"], "seconds"].sum()),
+                               "counted": True}])  # fmt: skip
+        return pd.concat([frame, total], ignore_index=True)
 
     def format(self) -> str:
-        """The table as aligned text, seconds to one decimal and minutes beside them."""
+        """The table as aligned text, seconds to one decimal and minutes beside them.
+
+        Stages that ran in another process are indented under the parallel
+        stage that holds their wall-clock time.
+        """
         table = self.table()
         if table.empty:
             return "no stage was timed"
-        width = max(len(stage) for stage in table["stage"])
+        names = [stage if counted else f"  {stage}" for stage, counted in zip(table["stage"], table["counted"])]
+        width = max(len(name) for name in names)
         return "\n".join(
-            f"{stage:<{width}}  {seconds:8.1f} s  {seconds / 60:6.1f} min"
-            for stage, seconds in zip(table["stage"], table["seconds"])
+            f"{name:<{width}}  {seconds:8.1f} s  {seconds / 60:6.1f} min" for name, seconds in zip(names, table["seconds"])
         )
