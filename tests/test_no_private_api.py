@@ -144,3 +144,72 @@ def test_the_check_flags_private_api(source):
 )
 def test_the_check_passes_public_api(source):
     assert private_uses(source) == []
+
+
+def _subpackage(parts: list[str]) -> str | None:
+    """The package directly under ragcal that a module path (``["ragcal", "gates", "evaluate"]``) belongs to.
+
+    None for ragcal's own top-level modules (``ragcal._io``, ``ragcal.scoring``): they serve every package.
+    """
+    if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()):
+        return parts[1]
+    return None
+
+
+def own_private_imports_across_packages() -> list[str]:
+    """``from <ragcal module> import <name>`` where a ``_``-part is reached from another package under ragcal."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                target = parts[:keep] + (node.module.split(".") if node.module else [])
+            elif isinstance(node, ast.ImportFrom) and node.module and not _foreign(node.module):
+                target = node.module.split(".")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    target = alias.name.split(".")
+                    if not _foreign(alias.name) and _private_part(".".join(target[1:])):
+                        if _subpackage(target) not in (None, _subpackage(parts)):
+                            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: import {alias.name}")
+                continue
+            else:
+                continue
+            for alias in node.names:
+                if _private_part(".".join(target[1:] + [alias.name])) is None:
+                    continue
+                if _subpackage(target) not in (None, _subpackage(parts)):
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: from {'.'.join(target)} import {alias.name}")
+    return found
+
+
+def test_no_private_name_of_ragcal_is_imported_from_another_of_its_packages():
+    # A package's `_`-names are its own business: another package reaching them ties the two together unseen.
+    # ragcal's top-level private modules (_io, _params) are shared helpers of every package and are allowed.
+    assert own_private_imports_across_packages() == []
+
+
+def test_the_own_private_check_sees_what_it_should(tmp_path, monkeypatch):
+    package = tmp_path / "ragcal"
+    for name, text in {
+        "__init__.py": "",
+        "_io.py": "def write(): pass\n",
+        "gates/__init__.py": "",
+        "gates/evaluate.py": "def _counts(): pass\n",
+        "gates/chain.py": "from .evaluate import _counts\nfrom .._io import write\n",
+        "study/__init__.py": "",
+        "study/learned.py": "from ..gates.evaluate import _counts\nfrom ragcal.gates import evaluate\n",
+        "study/other.py": "import ragcal.gates._hidden\n",
+    }.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", package)
+    assert own_private_imports_across_packages() == [
+        "ragcal/study/learned.py:1: from ragcal.gates.evaluate import _counts",
+        "ragcal/study/other.py:1: import ragcal.gates._hidden",
+    ]

@@ -14,7 +14,7 @@ import pandas as pd
 from scipy.stats import beta
 
 from .._params import check_float, check_int, parameter_error
-from ..metrics._common import drop_nan
+from ..metrics import drop_nan
 from ..score_tables import check_score_table, slice_column, unanswerable_slices
 from .rules import RULES, fit_rule, parse_rule
 

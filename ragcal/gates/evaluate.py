@@ -28,6 +28,8 @@ __all__ = [
     "ALL_QUESTIONS",
     "gate_outcomes",
     "heldout_gates",
+    "outcome_counts",
+    "outcome_groups",
     "summarize_heldout_gates",
     "paired_differences",
     "passage_metrics",
@@ -39,7 +41,8 @@ ALL_UNANSWERABLE = "all unanswerable"
 ALL_QUESTIONS = "all questions"
 
 
-def _groups(table: pd.DataFrame, *, everyone: bool = False):
+def outcome_groups(table: pd.DataFrame, *, everyone: bool = False):
+    """``[(name, row mask)]``: the answerable questions, each unanswerable slice, all unanswerable, (all questions)."""
     answerable = table["answerable"].to_numpy(dtype=bool)
     slices = table["slice"].to_numpy()
     groups = [("answerable", answerable)]
@@ -50,13 +53,13 @@ def _groups(table: pd.DataFrame, *, everyone: bool = False):
     return groups
 
 
-def _counts(table, decisions, stages=(), supported=None, *, groups=None):
+def outcome_counts(table, decisions, stages=(), supported=None, *, groups=None):
     """``[(slice, outcome, k, n)]`` for actions, 'answered', each stage and, with ``supported``, the support outcomes.
 
     With ``supported`` (a boolean per row: answered with a gold passage), every
     group also gets ``supported`` and ``unsupported`` (over the group) and
     ``selective_risk`` (unsupported over the group's answers), and the group
-    ``all questions`` is added. ``groups`` is ``_groups(table, everyone=supported
+    ``all questions`` is added. ``groups`` is ``outcome_groups(table, everyone=supported
     is not None)`` when the caller counts several gates on one table.
     """
     action = decisions["action"].to_numpy(dtype=object)
@@ -65,7 +68,7 @@ def _counts(table, decisions, stages=(), supported=None, *, groups=None):
     if supported is not None:
         supported = np.asarray(supported, dtype=bool) & answered
     rows = []
-    for name, mask in _groups(table, everyone=supported is not None) if groups is None else groups:
+    for name, mask in outcome_groups(table, everyone=supported is not None) if groups is None else groups:
         n = int(mask.sum())
         for outcome in ACTIONS:
             rows.append((name, outcome, int((action[mask] == outcome).sum()), n))
@@ -116,7 +119,7 @@ def gate_outcomes(
     if supported is not None and len(supported) != len(table):
         raise ValueError(f"gate_outcomes: {len(table)} table rows but {len(supported)} support flags")
     stages = [name for name in pd.unique(decisions["stage"].dropna())]
-    frame = pd.DataFrame(_counts(table, decisions, stages, supported), columns=["slice", "outcome", "k", "n"])
+    frame = pd.DataFrame(outcome_counts(table, decisions, stages, supported), columns=["slice", "outcome", "k", "n"])
     low, high = clopper_pearson(frame["k"], frame["n"], confidence=confidence)
     frame["share"] = frame["k"] / frame["n"].where(frame["n"] > 0)  # NaN for an empty slice
     frame["low"], frame["high"] = low, high
@@ -205,7 +208,7 @@ def heldout_gates(
                 supported = table_support(
                     gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
                 )
-            rows += [(split, name, *row) for row in _counts(evaluation, decisions, stages, supported)]
+            rows += [(split, name, *row) for row in outcome_counts(evaluation, decisions, stages, supported)]
     return pd.DataFrame(rows, columns=["split", "gate", "slice", "outcome", "k", "n"])
 
 

@@ -10,7 +10,7 @@
   answerable questions (Kendall's tau, Pearson's r, sMARE), with intervals.
 """
 
-from ._common import DegenerateInputWarning
+from ._common import DegenerateInputWarning, drop_nan
 from .auc import auc_table, auc_with_ci, roc_band
 from .outcomes import clopper_pearson, group_stats, outcome_table, sweep
 from .qpp import qpp_correlations, qpp_table
@@ -23,6 +23,7 @@ __all__ = [
     "auc_table",
     "auc_with_ci",
     "clopper_pearson",
+    "drop_nan",
     "group_stats",
     "outcome_table",
     "qpp_correlations",

@@ -27,6 +27,7 @@ def check_binary(y_true, y_score, function: str):
 
 
 def drop_nan(table: pd.DataFrame, signal: str) -> pd.DataFrame:
+    """The rows of ``table`` whose ``signal`` is a number, with a DegenerateInputWarning naming how many were not."""
     missing = int(table[signal].isna().sum())
     if missing:
         warnings.warn(

@@ -37,7 +37,7 @@ from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..chunking import page_of
 from ..gates import LearnedGate, ThresholdGate, fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
-from ..gates.evaluate import ALL_UNANSWERABLE, _counts, _groups
+from ..gates.evaluate import ALL_UNANSWERABLE, outcome_counts, outcome_groups
 from ..gates.learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gates, fold_strata
 from ..gates.learned_score import LinearScore
 from ..progress import LONG_LOOP, progress
@@ -227,7 +227,7 @@ def heldout_learned(
         comparisons += [
             (name, (evaluation["slice"] == name).to_numpy() & ~answerable) for name in unanswerable_slices(evaluation)
         ]
-        groups = _groups(evaluation, everyone=support is not None)
+        groups = outcome_groups(evaluation, everyone=support is not None)
         gates = {base: fit_threshold_gate(fitting, baseline, rule)}
         # Every set in one call: the folds and the cosine bar are the same for all of them (the table was checked).
         learned = fit_learned_gates(
@@ -245,7 +245,7 @@ def heldout_learned(
         for gate_name, gate in gates.items():
             decisions = gate.decide_table(evaluation)
             supported = None if support is None else support(gate, decisions, held)
-            counts = _counts(evaluation, decisions, (), supported, groups=groups)
+            counts = outcome_counts(evaluation, decisions, (), supported, groups=groups)
             outcome_rows += [(split, gate_name, *row) for row in counts]
             scores = decisions["score"].to_numpy(dtype=float)
             keep = ~np.isnan(scores)
