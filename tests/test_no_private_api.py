@@ -174,9 +174,9 @@ def own_private_imports_across_packages() -> list[str]:
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     target = alias.name.split(".")
-                    if not _foreign(alias.name) and _private_part(".".join(target[1:])):
-                        if _subpackage(target) not in (None, _subpackage(parts)):
-                            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: import {alias.name}")
+                    crosses = _subpackage(target) not in (None, _subpackage(parts))
+                    if not _foreign(alias.name) and _private_part(".".join(target[1:])) and crosses:
+                        found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: import {alias.name}")
                 continue
             else:
                 continue
