@@ -132,6 +132,12 @@ def run_train_judge(args) -> None:
         f"{' (stopped by --max-minutes)' if description['stopped_early'] else ''}"
     )
     print(f"validation loss {first} -> {last} on {description['n_validation_pairs']} held-out pairs")
+    if description.get("verdict"):
+        auc, dense = description.get("validation_auc"), description.get("dense_validation_auc")
+        print(
+            f"validation AUC {'n/a' if auc is None else f'{auc:.3f}'} against {'n/a' if dense is None else f'{dense:.3f}'}"
+            f" for the dense cosine of the same pairs: {description['verdict']}"
+        )
     print(f"wrote {args.out} (judge.json, training.csv, weights); fingerprint {judge.fingerprint}")
     print(
         f"score with it: ragcal score OTHER_QUERIES.csv --judge {args.out} (never on the {description['n_questions']} "

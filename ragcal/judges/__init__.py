@@ -21,7 +21,7 @@ from .pairs import judge_pairs
 from .protocol import Judge, JudgeLeakageError, check_not_trained_on, question_key
 from .results import JUDGE, judge_results
 from .trained import JudgeFileError, TrainedJudge
-from .training import JudgeTraining, train_judge
+from .training import JudgeTraining, JudgeWarning, train_judge
 
 __all__ = [
     "Judge",
@@ -31,6 +31,7 @@ __all__ = [
     "LLMJudge",
     "TrainedJudge",
     "JudgeTraining",
+    "JudgeWarning",
     "JUDGE",
     "judge_pairs",
     "train_judge",

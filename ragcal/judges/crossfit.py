@@ -113,7 +113,8 @@ def crossfit_judge_results(
     folds : DataFrame
         One row per fold: ``fold, n_questions, n_training_questions, n_pairs,
         n_positive, train_seconds, reused, score_seconds, final_validation_loss,
-        fingerprint, folder``.
+        validation_auc, verdict (of :func:`ragcal.judges.training.training_verdict`; None for a judge folder
+        written before it), fingerprint, folder``.
     """
     training = training or JudgeTraining()
     candidates = list(candidates)
@@ -160,6 +161,8 @@ def crossfit_judge_results(
                 "score_seconds": round(score_seconds, 1),
                 "scored_pairs": int(sum(len(result.chunk_ids) for result in fold_results)),
                 "final_validation_loss": description["final_validation_loss"],
+                "validation_auc": description.get("validation_auc"),
+                "verdict": description.get("verdict"),
                 "fingerprint": judge.fingerprint,
                 "folder": folder.name,
             }

@@ -50,7 +50,7 @@ class TrainedJudge(CrossEncoderJudge):
         the questions trained on.
     trained_on : frozenset of str
     curve : DataFrame
-        training.csv: ``step, epoch, training_loss, validation_loss``.
+        training.csv: ``step, epoch, training_loss, validation_loss, validation_auc``.
     """
 
     def __init__(self, folder, **options):

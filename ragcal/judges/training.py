@@ -8,11 +8,18 @@ and writes a judge folder::
     judge/
       model.safetensors, config.json, tokenizer files   a sentence-transformers CrossEncoder
       judge.json        what it was trained on and how (format ragcal-judge/1)
-      training.csv      the training curve: training loss per logged step, validation loss per evaluation
+      training.csv      the training curve: training loss per logged step, validation loss and AUC per evaluation
 
 The validation pairs are those of a share of the *questions* (``groups``),
-held out of training; their loss is the curve's second line. It only
-watches the training: no number a study reports is measured on it.
+held out of training; their loss and AUC are the curve's other lines. They
+only watch the training: no number a study reports is measured on them.
+
+A judge that learned nothing says so. At the end, the validation AUC (with a
+95% bootstrap interval over the validation pairs) is set beside that of the
+dense cosine of the same pairs (the bundled MiniLM, what ``dense_top1``
+reads); when the interval reaches 0.5, the judge does no better than the
+cosine, or the validation pairs are too few to tell, :func:`train_judge`
+warns in one line (:class:`JudgeWarning`). judge.json records the ``verdict``.
 
 The folder is written whole or not at all (a temporary folder renamed into
 place). The same pairs, options and seed give the same weights on the same
@@ -39,7 +46,7 @@ from .pairs import PAIR_COLUMNS
 from .protocol import question_key
 from .trained import JUDGE_FORMAT, TrainedJudge, is_judge_folder
 
-__all__ = ["JUDGE_FORMAT", "JudgeTraining", "train_judge", "default_base_model"]
+__all__ = ["JUDGE_FORMAT", "JudgeTraining", "JudgeWarning", "train_judge", "default_base_model", "training_verdict"]
 
 
 def default_base_model() -> str:
@@ -178,12 +185,17 @@ def _batches(tokenizer, pairs: pd.DataFrame, rows, max_length: int):
     return encoded
 
 
-def _mean_loss(model, tokenizer, pairs, rows, training, loss_function) -> float:
+class JudgeWarning(UserWarning):
+    """A trained judge is no better than chance, or than the dense cosine, on its held-out validation pairs."""
+
+
+def _validation(model, tokenizer, pairs, rows, training, loss_function) -> tuple[float, np.ndarray]:
+    """Mean loss over the validation ``rows`` and their logits (NaN and none without validation pairs)."""
     import torch
 
     if rows.size == 0:
-        return math.nan
-    total = 0.0
+        return math.nan, np.empty(0)
+    total, logits_all = 0.0, []
     model.eval()
     with torch.inference_mode():
         for start in range(0, rows.size, 64):
@@ -191,8 +203,83 @@ def _mean_loss(model, tokenizer, pairs, rows, training, loss_function) -> float:
             logits = model(**_batches(tokenizer, pairs, chunk, training.max_length)).logits[:, 0]
             labels = torch.tensor(pairs["label"].to_numpy()[chunk], dtype=torch.float32)
             total += float(loss_function(logits, labels)) * chunk.size
+            logits_all.append(logits.float().numpy())
     model.train()
-    return total / rows.size
+    return total / rows.size, np.concatenate(logits_all)
+
+
+def _auc(labels, scores) -> float:
+    """ROC AUC of ``scores`` for ``labels``; NaN when one class is missing."""
+    from sklearn.metrics import roc_auc_score
+
+    labels = np.asarray(labels)
+    return float(roc_auc_score(labels, scores)) if np.unique(labels).size == 2 else math.nan
+
+
+def _evaluation(model, tokenizer, pairs, rows, training, loss_function) -> dict:
+    loss, logits = _validation(model, tokenizer, pairs, rows, training, loss_function)
+    return {"validation_loss": loss, "validation_auc": _auc(pairs["label"].to_numpy()[rows], logits)}
+
+
+def dense_cosines(pairs, embedder=None) -> np.ndarray:
+    """The cosine of each pair's question and passage under the bundled MiniLM (through the embedding cache)."""
+    from ..embedding import Embedder
+
+    embedder = embedder or Embedder()
+    questions = embedder.encode(pairs["query"].astype(str).tolist())
+    passages = embedder.encode(pairs["passage"].astype(str).tolist())
+    return np.einsum("pd,pd->p", questions, passages)
+
+
+#: Fewer validation pairs than this in either class: too few to tell a judge from chance.
+MIN_VALIDATION_CLASS = 10
+
+
+def training_verdict(labels, judge_scores, dense_scores, *, n_resamples: int = 1000) -> dict:
+    """The judge's validation AUC with a 95% interval, the dense cosine's, and what they say together.
+
+    Returns
+    -------
+    dict
+        ``validation_auc``, ``validation_auc_low``, ``validation_auc_high``,
+        ``dense_validation_auc`` and ``verdict``: ``"no validation pairs"``,
+        ``"one class in the validation pairs"``, ``"too few validation pairs
+        to tell"`` (fewer than :data:`MIN_VALIDATION_CLASS` in a class),
+        ``"no better than chance"``
+        (the interval reaches 0.5), ``"no better than the dense cosine"``
+        (the judge's AUC is at most the cosine's) or ``"better than chance
+        and than the dense cosine"``. The interval resamples pairs, not
+        questions: the pairs of one question are not independent, so it is
+        narrower than it should be, and a "no better" verdict is the safer one.
+    """
+    import warnings
+
+    from ..metrics import DegenerateInputWarning, auc_with_ci
+
+    labels = np.asarray(labels)
+    out = {"validation_auc": math.nan, "validation_auc_low": math.nan, "validation_auc_high": math.nan,
+           "dense_validation_auc": math.nan}  # fmt: skip
+    if labels.size == 0:
+        return {**out, "verdict": "no validation pairs"}
+    if np.unique(labels).size < 2:
+        return {**out, "verdict": "one class in the validation pairs"}
+    smaller = int(min((labels == 1).sum(), (labels != 1).sum()))
+    if smaller < MIN_VALIDATION_CLASS:
+        # A stratified bootstrap of so few pairs is degenerate (three pairs in the right order resample to AUC 1).
+        return {**out, "dense_validation_auc": _auc(labels, dense_scores),
+                "validation_auc": _auc(labels, judge_scores), "verdict": "too few validation pairs to tell"}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateInputWarning)  # a constant score: NaN, said below
+        auc, low, high = auc_with_ci(labels, judge_scores, n_resamples=n_resamples)
+    dense = _auc(labels, dense_scores)
+    out = {"validation_auc": auc, "validation_auc_low": low, "validation_auc_high": high, "dense_validation_auc": dense}
+    if math.isnan(auc) or not low > 0.5:
+        verdict = "no better than chance"
+    elif not auc > dense:
+        verdict = "no better than the dense cosine"
+    else:
+        verdict = "better than chance and than the dense cosine"
+    return {**out, "verdict": verdict}
 
 
 def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups=None, progress: bool = True, log=None):
@@ -262,7 +349,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         scheduler = get_linear_schedule_with_warmup(optimizer, int(training.warmup * total_steps), total_steps)
         generator = np.random.default_rng(training.random_state)
         curve = [{"step": 0, "epoch": 0.0, "training_loss": math.nan,
-                  "validation_loss": _mean_loss(model, tokenizer, pairs, validation_rows, training, loss_function)}]
+                  **_evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)}]
         labels_all = pairs["label"].to_numpy()
         model.train()
         step, window, stopped_early = 0, [], False
@@ -286,15 +373,15 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
                     bar.set_postfix(loss=f"{np.mean(window[-20:]):.3f}")
                     if step % max(1, steps_per_epoch // 10) == 0:
                         curve.append({"step": step, "epoch": step / steps_per_epoch,
-                                      "training_loss": float(np.mean(window)), "validation_loss": math.nan})
+                                      "training_loss": float(np.mean(window)), "validation_loss": math.nan,
+                                      "validation_auc": math.nan})
                         window = []
                     if deadline is not None and time.perf_counter() > deadline:
                         stopped_early = True
                         break
-                validation_loss = _mean_loss(model, tokenizer, pairs, validation_rows, training, loss_function)
                 curve.append({"step": step, "epoch": step / steps_per_epoch,
                               "training_loss": float(np.mean(window)) if window else math.nan,
-                              "validation_loss": validation_loss})
+                              **_evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)})
                 window = []
                 if stopped_early:
                     break
@@ -302,6 +389,13 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
             bar.close()
     seconds = time.perf_counter() - started
     model.eval()
+    validation_labels = labels_all[validation_rows]
+    _, final_logits = _validation(model, tokenizer, pairs, validation_rows, training, loss_function)
+    verdict = training_verdict(
+        validation_labels,
+        final_logits,
+        dense_cosines(pairs.iloc[validation_rows]) if validation_rows.size else np.empty(0),
+    )
     trained_questions = sorted({question_key(q) for q in pairs["query"].iloc[train_rows]})
     description = {
         "format": JUDGE_FORMAT,
@@ -316,6 +410,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         "train_seconds": round(seconds, 1),
         "torch_threads": torch.get_num_threads(),
         "final_validation_loss": None if math.isnan(curve[-1]["validation_loss"]) else curve[-1]["validation_loss"],
+        **{key: (None if isinstance(value, float) and math.isnan(value) else value) for key, value in verdict.items()},
         "trained_on": trained_questions,
     }
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
@@ -340,6 +435,18 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         log(
             f"trained a judge on {train_rows.size} pairs of {len(trained_questions)} questions in {seconds:.0f} s "
             f"({step} steps{', stopped by max_minutes' if stopped_early else ''}); validation loss "
-            f"{curve[0]['validation_loss']:.3f} -> {curve[-1]['validation_loss']:.3f}; wrote {out_dir}"
+            f"{curve[0]['validation_loss']:.3f} -> {curve[-1]['validation_loss']:.3f}, validation AUC "
+            f"{verdict['validation_auc']:.3f} against {verdict['dense_validation_auc']:.3f} for the dense cosine "
+            f"({verdict['verdict']}); wrote {out_dir}"
+        )
+    if validation_rows.size and not verdict["verdict"].startswith("better"):
+        import warnings
+
+        warnings.warn(
+            f"the judge in {out_dir} is not shown to have learned anything: {verdict['verdict']} on its "
+            f"{validation_rows.size} held-out validation pairs (AUC {verdict['validation_auc']:.3f} [{verdict['validation_auc_low']:.3f}, "
+            f"{verdict['validation_auc_high']:.3f}], dense cosine {verdict['dense_validation_auc']:.3f})",
+            JudgeWarning,
+            stacklevel=2,
         )
     return TrainedJudge(out_dir)

@@ -100,8 +100,9 @@ def test_train_judge_writes_the_folder_and_prints_its_summary(workspace, capsys)
         f"{description['n_questions']} questions in "
     )
     assert f"validation loss {validation.iloc[0]:.3f} -> {validation.iloc[-1]:.3f}" in lines[1]
-    assert lines[2].startswith(f"wrote {out} (judge.json, training.csv, weights); fingerprint ")
-    assert TrainedJudge(out, use_cache=False).fingerprint in lines[2]
+    assert lines[2].startswith("validation AUC ") and lines[2].endswith(f": {description['verdict']}")
+    assert lines[3].startswith(f"wrote {out} (judge.json, training.csv, weights); fingerprint ")
+    assert TrainedJudge(out, use_cache=False).fingerprint in lines[3]
     assert "train-judge" in captured.err  # the progress bar
 
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.judges import JudgeTraining, TrainedJudge, question_key, train_judge
+from ragcal.judges import JudgeTraining, JudgeWarning, TrainedJudge, question_key, train_judge
 from ragcal.retrieval.rerank import cross_encoder_logits
-from ragcal.judges.training import JUDGE_FORMAT
+from ragcal.judges.training import JUDGE_FORMAT, training_verdict
 from ragcal.retrieval.rerank import build_tiny_cross_encoder
 
 # (id, question, passage, label): five questions, each with a passage that answers it and some that do not.
@@ -78,7 +78,10 @@ def minilm_judge(tmp_path_factory):
     lines, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        judge = train_judge(PAIRS, out_dir, training=training, progress=False, log=lines.append)
+        # Four validation pairs (one question) cannot show a judge better than chance, and it says so.
+        with pytest.warns(JudgeWarning, match=r"not shown to have learned anything: too few validation pairs to tell "
+                          r"on its 4 held-out"):  # fmt: skip
+            judge = train_judge(PAIRS, out_dir, training=training, progress=False, log=lines.append)
     finally:
         torch.set_num_threads(threads)
     return judge, out_dir, lines
@@ -88,7 +91,7 @@ def minilm_judge(tmp_path_factory):
 def test_the_training_loss_falls(minilm_judge):
     judge, out_dir, lines = minilm_judge
     curve = judge.curve
-    assert list(curve.columns) == ["step", "epoch", "training_loss", "validation_loss"]
+    assert list(curve.columns) == ["step", "epoch", "training_loss", "validation_loss", "validation_auc"]
     logged = curve.dropna(subset=["training_loss"])
     assert logged["step"].tolist() == [1, 2, 3, 4, 5, 6]  # one step an epoch, each logged
     first, last = logged["training_loss"].iloc[0], logged["training_loss"].iloc[-1]
@@ -99,6 +102,10 @@ def test_the_training_loss_falls(minilm_judge):
     # The validation loss is drawn before training and after every epoch.
     validation = curve.dropna(subset=["validation_loss"])
     assert validation["step"].tolist() == [0, 1, 2, 3, 4, 5, 6]
+    # ...and its AUC with it (one answering pair among four: 0, 1/3, 2/3 or 1).
+    assert curve.dropna(subset=["validation_auc"])["step"].tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert set((3 * validation["validation_auc"]).round(4)) <= {0.0, 1.0, 2.0, 3.0}  # written to 6 digits
+    assert "validation AUC" in lines[0] and "(too few validation pairs to tell)" in lines[0]
     assert lines and "trained a judge on 16 pairs of 4 questions" in lines[0] and str(out_dir) in lines[0]
 
 
@@ -119,6 +126,9 @@ def test_judge_json_says_what_it_was_trained_on(minilm_judge):
     assert set(description["trained_on"]) == {question_key(q) for q in set(QUESTIONS) - held_out}
     assert judge.trained_on == frozenset(description["trained_on"])
     assert math.isfinite(description["final_validation_loss"])
+    assert description["verdict"] == "too few validation pairs to tell"
+    assert description["validation_auc_low"] is None  # no interval on four pairs
+    assert 0 <= description["dense_validation_auc"] <= 1
     assert judge.to_dict()["judge_questions"] == 4
 
 
@@ -244,3 +254,34 @@ def test_max_pairs_keeps_whole_questions_and_only_those_count_as_trained_on(tiny
     judge = train_judge(PAIRS, tmp_path / "judge", training=tiny_training(tiny_base, max_pairs=9), progress=False)
     assert judge.description["n_pairs"] == 8 and judge.description["n_questions"] == 2  # two questions of 4 pairs
     assert len(judge.trained_on) == 2 and judge.trained_on < frozenset(map(question_key, QUESTIONS))
+
+
+def test_training_verdict_by_hand():
+    labels = np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0] * 4)
+    perfect = labels + np.linspace(0, 0.5, labels.size)  # every answering pair above every other
+    # Answering pairs at 0.5 to 0.9, the others at 0.1, 0.2, 0.3, 0.55, 0.65: 3 + 4 + 5 + 5 + 5 = 22 of 25 pairs ordered.
+    weak = np.tile([0.5, 0.6, 0.7, 0.8, 0.9, 0.1, 0.2, 0.3, 0.55, 0.65], 4)
+    verdict = training_verdict(labels, perfect, weak, n_resamples=200)
+    assert verdict["validation_auc"] == 1.0 and verdict["verdict"] == "better than chance and than the dense cosine"
+    assert verdict["dense_validation_auc"] == pytest.approx(22 / 25)
+    # The same ordering as the cosine: no better than it, however good.
+    assert training_verdict(labels, weak, weak, n_resamples=200)["verdict"] == "no better than the dense cosine"
+    # A constant score orders nothing: its AUC is undefined (NaN, as auc_with_ci says), and no better than chance.
+    constant = training_verdict(labels, np.zeros(labels.size), weak, n_resamples=200)
+    assert constant["verdict"] == "no better than chance" and math.isnan(constant["validation_auc"])
+    # An ordering that is right, but on three pairs: too few to tell (a bootstrap of them would say [1, 1]).
+    few = training_verdict([1, 0, 0], [0.9, 0.1, 0.2], [0.1, 0.9, 0.2], n_resamples=200)
+    assert few["validation_auc"] == 1.0 and few["verdict"] == "too few validation pairs to tell"
+    assert training_verdict([], [], [])["verdict"] == "no validation pairs"
+    one_class = training_verdict([0, 0, 0], [0.1, 0.2, 0.3], [0.3, 0.2, 0.1])
+    assert one_class["verdict"] == "one class in the validation pairs" and math.isnan(one_class["validation_auc"])
+
+
+def test_a_tiny_random_judge_says_it_learned_nothing(tiny_base, tmp_path):
+    training = tiny_training(tiny_base, validation_fraction=0.4)
+    with pytest.warns(JudgeWarning, match=r"not shown to have learned anything: too few validation pairs"):
+        judge = train_judge(PAIRS, tmp_path / "judge", training=training, progress=False)
+    assert judge.description["verdict"] == "too few validation pairs to tell"
+    assert judge.description["n_validation_pairs"] == 8
+    curve = pd.read_csv(tmp_path / "judge" / "training.csv")
+    assert curve["validation_auc"].notna().sum() == 2  # before training and after its one epoch
