@@ -311,8 +311,9 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     """
     import torch
     from sentence_transformers import CrossEncoder
-    from ..progress import progress_bar
     from transformers import get_linear_schedule_with_warmup
+
+    from ..progress import progress_bar
 
     training = training or JudgeTraining()
     pairs = _check_pairs_table(pairs)

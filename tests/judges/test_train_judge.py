@@ -12,9 +12,8 @@ import pandas as pd
 import pytest
 
 from ragcal.judges import JudgeTraining, JudgeWarning, TrainedJudge, question_key, train_judge
-from ragcal.retrieval.rerank import cross_encoder_logits
 from ragcal.judges.training import JUDGE_FORMAT, training_verdict
-from ragcal.retrieval.rerank import build_tiny_cross_encoder
+from ragcal.retrieval.rerank import build_tiny_cross_encoder, cross_encoder_logits
 
 # (id, question, passage, label): five questions, each with a passage that answers it and some that do not.
 ROWS = [
