@@ -7,7 +7,7 @@ from sklearn.metrics import roc_auc_score
 
 from ragcal.calibration import split_by_slice
 from ragcal.gates import fit_learned_gate, fit_threshold_gate
-from ragcal.gates.evaluate import ALL_UNANSWERABLE, _counts
+from ragcal.gates.evaluate import ALL_UNANSWERABLE, outcome_counts
 from ragcal.gates.support import table_support
 from ragcal.retrieval import RetrievalResult
 from ragcal.score_tables import unanswerable_slices
@@ -190,7 +190,7 @@ def straightforward_heldout(table, signal_sets, n_splits, results, gold):
         for gate_name, gate in gates.items():
             decisions = gate.decide_table(evaluation)
             supported = table_support(gate, evaluation, [results[row] for row in held], [gold[row] for row in held])
-            outcome_rows += [(split, gate_name, *row) for row in _counts(evaluation, decisions, (), supported)]
+            outcome_rows += [(split, gate_name, *row) for row in outcome_counts(evaluation, decisions, (), supported)]
             scores = decisions["score"].to_numpy(dtype=float)
             for comparison, negative in comparisons:
                 mask = answerable | negative
