@@ -7,12 +7,25 @@ The public API, importable from here::
 Names are loaded on first use (PEP 562), so ``import ragcal`` imports no
 model code (torch, sentence-transformers), no faiss, no scikit-learn and no
 matplotlib, loads no model, configures no logging and touches no network.
-The subpackages (:mod:`ragcal.embedding`, :mod:`ragcal.retrieval`,
-:mod:`ragcal.signals`, :mod:`ragcal.metrics`, :mod:`ragcal.calibration`,
-:mod:`ragcal.gates`, :mod:`ragcal.monitoring`, :mod:`ragcal.plotting`) list
-their user-facing names in their ``__all__``; everything else is imported
-from the module that defines it. :mod:`ragcal.study` is our own experiment,
-not the library.
+The subpackages list their user-facing names in their ``__all__``;
+everything else is imported from the module that defines it:
+
+- :mod:`ragcal.embedding`: models that turn texts into vectors, and their cache;
+- :mod:`ragcal.retrieval`: dense and BM25 retrievers, fusion, the reranker, the index;
+- :mod:`ragcal.judges`: a model that reads each retrieved passage against the question;
+- :mod:`ragcal.llm`: an LLM's own abstention, as a baseline signal;
+- :mod:`ragcal.signals`: the registry of gating signals;
+- :mod:`ragcal.metrics`: AUC, outcomes, selective risk, with intervals;
+- :mod:`ragcal.calibration`: where a threshold goes, held out, and Learn-then-Test;
+- :mod:`ragcal.gates`: gates that decide, their files and their refusals;
+- :mod:`ragcal.monitoring`: shift and review after deployment;
+- :mod:`ragcal.logs`: score logs of any size as counts (pandas, DuckDB, Spark);
+- :mod:`ragcal.benchmarks`: public benchmarks and exported candidate lists, read in;
+- :mod:`ragcal.integrations`: a gate inside LangChain, LlamaIndex and Haystack;
+- :mod:`ragcal.plotting`: displays that draw and never compute;
+- :mod:`ragcal.cli`: the ``ragcal`` command, a thin floor over the rest.
+
+:mod:`ragcal.study` is our own experiment, not the library.
 """
 
 from importlib import import_module

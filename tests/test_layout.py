@@ -168,3 +168,18 @@ def test_pyproject_ships_every_package():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     packages = {module_name(path) for path in ALL_FILES if path.name == "__init__.py"}
     assert sorted(packages - listed) == []
+
+
+def top_level_packages() -> list[str]:
+    """The packages directly under ragcal/ (folders with an __init__.py)."""
+    return sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
+
+
+def test_the_package_docstring_and_the_diagram_name_every_package():
+    import ragcal
+
+    assert len(top_level_packages()) >= 10
+    diagram = re.search(r"```\n(.*?)```", ARCHITECTURE.read_text(), flags=re.S).group(1)
+    for package in top_level_packages():
+        assert f":mod:`ragcal.{package}`" in ragcal.__doc__, f"ragcal's docstring does not name ragcal.{package}"
+        assert re.search(rf"(?<![\w]){package}/", diagram), f"the diagram in docs/architecture.md leaves out {package}/"
