@@ -140,6 +140,7 @@ class CrossEncoderJudge:
         self.name = name or label
         rule = "sigmoid" if self.positive is None else f"softmax[{self.positive}]"
         self.fingerprint = f"{label}@{digest[:12]}/max{self.max_length}/{rule}"
+        self.cache_key = pair_cache_key(self.fingerprint)
         self.use_cache = use_cache
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._cache = None
@@ -158,7 +159,7 @@ class CrossEncoderJudge:
         if self.use_cache:
             if self._cache is None:
                 self._cache = RerankCache(self.cache_dir / "judge.sqlite")
-            found = self._cache.get(pair_cache_key(self.fingerprint), keys)
+            found = self._cache.get(self.cache_key, keys)
         missing = list(dict.fromkeys(key for key in keys if key not in found))
         if missing:
             by_key = dict(zip(keys, zip(questions, passages)))
@@ -172,7 +173,7 @@ class CrossEncoderJudge:
             )
             fresh = dict(zip(missing, probabilities(logits, self.positive).tolist()))
             if self.use_cache:
-                self._cache.put(pair_cache_key(self.fingerprint), fresh)
+                self._cache.put(self.cache_key, fresh)
             found = {**found, **fresh}
         self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
         return np.array([found[key] for key in keys], dtype=np.float64)

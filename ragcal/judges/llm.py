@@ -305,7 +305,7 @@ class LLMJudge:
         return f"{type(self).__name__}({self.fingerprint!r})"
 
     def prompt_sha256(self) -> str:
-        """sha256 of the prompt template: the instructions, the user message around a placeholder, the schema."""
+        """sha256 of the prompt template: the instructions, the user message around its `{question}` and `{passage}` slots, the schema."""
         template = {
             "messages": judge_messages("{question}", ["{passage}"], mode=self.mode, instructions=self.instructions),
             "schema": judge_schema(self.mode, 1),

@@ -216,9 +216,10 @@ def _auc(labels, scores) -> float:
     return float(roc_auc_score(labels, scores)) if np.unique(labels).size == 2 else math.nan
 
 
-def _evaluation(model, tokenizer, pairs, rows, training, loss_function) -> dict:
+def _evaluation(model, tokenizer, pairs, rows, training, loss_function) -> tuple[dict, np.ndarray]:
+    """The curve's validation columns, and the logits they were computed from."""
     loss, logits = _validation(model, tokenizer, pairs, rows, training, loss_function)
-    return {"validation_loss": loss, "validation_auc": _auc(pairs["label"].to_numpy()[rows], logits)}
+    return {"validation_loss": loss, "validation_auc": _auc(pairs["label"].to_numpy()[rows], logits)}, logits
 
 
 def dense_cosines(pairs, embedder=None) -> np.ndarray:
@@ -349,8 +350,8 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         optimizer = torch.optim.AdamW(parameters, lr=training.learning_rate)
         scheduler = get_linear_schedule_with_warmup(optimizer, int(training.warmup * total_steps), total_steps)
         generator = np.random.default_rng(training.random_state)
-        curve = [{"step": 0, "epoch": 0.0, "training_loss": math.nan,
-                  **_evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)}]
+        evaluation, _ = _evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)
+        curve = [{"step": 0, "epoch": 0.0, "training_loss": math.nan, **evaluation}]
         labels_all = pairs["label"].to_numpy()
         model.train()
         step, window, stopped_early = 0, [], False
@@ -380,9 +381,10 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
                     if deadline is not None and time.perf_counter() > deadline:
                         stopped_early = True
                         break
+                # The last evaluation is of the final model: its logits are the verdict's.
+                evaluation, final_logits = _evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)
                 curve.append({"step": step, "epoch": step / steps_per_epoch,
-                              "training_loss": float(np.mean(window)) if window else math.nan,
-                              **_evaluation(model, tokenizer, pairs, validation_rows, training, loss_function)})
+                              "training_loss": float(np.mean(window)) if window else math.nan, **evaluation})
                 window = []
                 if stopped_early:
                     break
@@ -390,10 +392,8 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
             bar.close()
     seconds = time.perf_counter() - started
     model.eval()
-    validation_labels = labels_all[validation_rows]
-    _, final_logits = _validation(model, tokenizer, pairs, validation_rows, training, loss_function)
     verdict = training_verdict(
-        validation_labels,
+        labels_all[validation_rows],
         final_logits,
         dense_cosines(pairs.iloc[validation_rows]) if validation_rows.size else np.empty(0),
     )
