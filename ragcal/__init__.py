@@ -39,6 +39,7 @@ _API = {
     "chunk_by_headings": "chunking",
     "load_embedder": "embedding",
     "build_index": "retrieval.index",
+    "IndexOptions": "retrieval.index",
     "load_queries": "queries",
     "RetrievalResult": "retrieval",
     "retrieve_with": "retrieval",
@@ -67,6 +68,7 @@ _API = {
     "LearnedGate": "gates",
     "fit_gate": "gates",
     "load_gate": "gates",
+    "load_gate_index": "gates",
     "save_gate": "gates",
     "ask": "gates",
     # figures

@@ -37,6 +37,7 @@ from .benchmarks.candidates import CandidateSet
 from .embedding.protocol import embedder_name
 from .retrieval.candidates import candidate_retrievers
 from .retrieval.protocol import retrieve_with
+from .retrieval.readers import apply_readers, check_readers, readers_config
 from .scoring import score_table
 from .signals import SIGNALS, get_signal, signals_for
 
@@ -45,7 +46,7 @@ __all__ = ["CandidateScores", "score_candidates", "left_out_signals", "candidate
 #: Why a retriever's results are missing when candidates are re-scored; any other name gets a generic reason.
 _ABSENT_BECAUSE = {
     "rerank": "needs a cross-encoder reranker's scores, and re-scoring candidates runs no reranker",
-    "judge": "needs a judge's verdicts on the passages: score with a judge (judge=, `ragcal score --judge`)",
+    "judge": "needs a judge's verdicts on the passages: score with a judge (readers=[judge_reader(...)], `ragcal score --judge`)",
     "run": "needs the exporting system's own scores, which these candidates do not carry",
 }
 
@@ -132,8 +133,7 @@ def score_candidates(
     use_cache: bool = True,
     rrf_k: int = 60,
     rrf_top: int = 50,
-    judge=None,
-    judge_depth: int = 10,
+    readers=(),
 ) -> CandidateScores:
     """Score a user's own candidates: dense, BM25, fused and their own scores, then every signal they feed.
 
@@ -156,11 +156,12 @@ def score_candidates(
     rrf_k, rrf_top : int, default=60, 50
         Reciprocal rank fusion of ``dense`` and ``bm25_stopwords``, as
         :meth:`ragcal.retrieval.index.RetrievalIndex.retrieve` fuses.
-    judge : Judge, str or Path, default=None
-        A judge (:func:`ragcal.judges.loading.load_judge`) that reads the first
-        ``judge_depth`` passages of each question's dense list into the
-        ``"judge"`` view, which the judge signals read; recorded in ``config``.
-    judge_depth : int, default=10
+    readers : sequence of PassageReader, default=()
+        Steps after retrieval (:mod:`ragcal.retrieval.readers`), as
+        :func:`ragcal.retrieval.index.build_index` takes them: a judge
+        (:func:`ragcal.judges.judge_reader`) reads the first passages of each
+        question's dense list into the ``"judge"`` view, which the judge
+        signals read. Their provenance is recorded in ``config``.
 
     Returns
     -------
@@ -176,12 +177,7 @@ def score_candidates(
         A judge trained on any of the questions.
     """
     queries = candidate_queries(candidates)
-    judge_provenance = {}
-    if judge is not None:  # loaded before anything is embedded, so a bad one fails early
-        from .judges.loading import judge_config, load_judge
-
-        judge = load_judge(judge, cache_dir=cache_dir, use_cache=use_cache)
-        judge_provenance = judge_config(judge, depth=judge_depth)
+    readers = check_readers(readers, "score_candidates", taken=("dense", "bm25_raw", "bm25_stopwords", "rrf", "run"))
     names = None if signals is None else [get_signal(name).name for name in signals]
     retrievers = candidate_retrievers(
         candidates,
@@ -191,17 +187,13 @@ def score_candidates(
         use_cache=use_cache,
     )
     pool = retrievers["dense"].pool
-    left_out = left_out_signals((*retrievers, "rrf", *(("judge",) if judge is not None else ())))
+    left_out = left_out_signals((*retrievers, "rrf", *(reader.name for reader in readers)))
     blocked = [name for name in names or () if name in left_out]
     if blocked:
         raise ValueError(f"signal {blocked[0]!r} cannot be computed from these candidates: it {left_out[blocked[0]]}")
     depth = max(pool.depth, 1)
     retrieved = retrieve_with(retrievers, queries["query"], k=depth, rrf_k=rrf_k, rrf_top=rrf_top)
-    if judge is not None:
-        from .judges.results import JUDGE, judge_results
-
-        texts = dict(zip(pool.chunk_ids, pool.texts))
-        retrieved[JUDGE] = judge_results(judge, queries["query"], retrieved["dense"], texts, depth=judge_depth)
+    apply_readers(readers, queries["query"], retrieved, dict(zip(pool.chunk_ids, pool.texts)) if readers else {})
     table = score_table(queries, retrieved, signals=names)
     embedder, bm25 = retrievers["dense"].embedder, retrievers["bm25_raw"]
     config = {
@@ -219,6 +211,6 @@ def score_candidates(
         "rrf_top": rrf_top,
         "run_scores": "run" in retrievers,
         "signals_left_out": left_out,
-        **judge_provenance,
+        **readers_config(readers),
     }
     return CandidateScores(table=table, retrieved=retrieved, left_out=left_out, config=config)

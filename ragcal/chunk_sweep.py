@@ -24,7 +24,7 @@ from .metrics import auc_with_ci
 from .metrics.auc import auc_bootstrap
 from .metrics.retrieval import bootstrap_mean_ci, per_query_retrieval_metrics
 from .queries import gold_pages
-from .retrieval.index import build_index
+from .retrieval.index import IndexOptions, build_index
 
 __all__ = [
     "CHUNKING_VARIANTS",
@@ -133,7 +133,7 @@ def sweep_chunking(
     gold = gold_pages(queries)
     per_query, scores, shape = {}, {}, {}
     for name, options in variants.items():
-        index = build_index(corpus_dir, embedder=embedder, exclude=exclude, **options)
+        index = build_index(corpus_dir, embedder=embedder, exclude=exclude, options=IndexOptions(**options))
         dense = index.dense.search(list(queries["query"]), k=100)
         bm25 = index.bm25["bm25_raw"].search(list(queries["query"]), k=1)
         per_query[name] = per_query_retrieval_metrics(_dense_run(queries, dense), gold, metrics=("recall@5", "mrr@10"))

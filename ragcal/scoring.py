@@ -19,7 +19,22 @@ from .corpus import load_corpus
 from .score_tables import SCORE_KEY_COLUMNS
 from .signals import ResultBatch, compute_signals_batch, signals_for
 
-__all__ = ["score_table", "score_query_file"]
+__all__ = ["score_table", "score_query_file", "index_arguments", "INDEX_SETTINGS"]
+
+#: The flat settings :func:`index_arguments` reads; a gate file records them (:func:`ragcal.gates.files.index_options`).
+INDEX_SETTINGS = (
+    "model",
+    "chunker",
+    "max_tokens",
+    "window",
+    "expand_includes",
+    "exclude",
+    "dense_index",
+    "reranker",
+    "rerank_depth",
+    "judge",
+    "judge_depth",
+)
 
 
 def score_table(queries: pd.DataFrame, retrieved: dict, *, signals=None) -> pd.DataFrame:
@@ -71,7 +86,8 @@ def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options)
     """Build the index for ``corpus_dir`` and score a labeled query file.
 
     The query file is validated against the corpus before anything is
-    embedded. ``index_options`` go to :func:`ragcal.retrieval.index.build_index`.
+    embedded. ``index_options`` go to :func:`ragcal.retrieval.index.build_index`
+    (from flat settings: :func:`index_arguments`).
 
     Returns
     -------
@@ -91,3 +107,55 @@ def score_query_file(queries_path, corpus_dir, *, signals=None, **index_options)
     return score_table(queries, retrieved, signals=signals), index, retrieved
 
 
+def index_arguments(settings, *, cache_dir=None, use_cache: bool = True, access=None, allowed_levels=None) -> dict:
+    """Keyword arguments of :func:`ragcal.retrieval.index.build_index` from flat settings, the reranker and judge loaded.
+
+    The settings are what a gate file records (:func:`ragcal.gates.files.index_options`)
+    and what the command line's options give: ``model``, ``chunker``,
+    ``max_tokens``, ``window``, ``expand_includes``, ``exclude``,
+    ``dense_index``, ``reranker`` with ``rerank_depth``, ``judge`` with
+    ``judge_depth`` (:data:`INDEX_SETTINGS`); a missing or None one takes
+    ``build_index``'s default. The reranker and the judge are loaded here,
+    before anything is embedded, so a bad one fails early.
+
+    ::
+
+        index = build_index("docs/", **index_arguments({"chunker": "fixed", "judge": "judge/"}))
+
+    Raises
+    ------
+    ValueError
+        A setting that is not one of :data:`INDEX_SETTINGS`.
+    """
+    from .retrieval.index import IndexOptions
+
+    settings = {key: value for key, value in dict(settings).items() if value is not None}
+    unknown = sorted(set(settings) - set(INDEX_SETTINGS))
+    if unknown:
+        raise ValueError(f"index settings: unknown {', '.join(unknown)}; known: {', '.join(INDEX_SETTINGS)}")
+    reranker, readers = None, ()
+    if "reranker" in settings:
+        from .retrieval.rerank import CrossEncoderReranker
+
+        depth = settings.get("rerank_depth", 50)
+        reranker = CrossEncoderReranker(
+            str(settings["reranker"]), depth=depth, cache_dir=cache_dir, use_cache=use_cache
+        )
+    if "judge" in settings:
+        from .judges.results import judge_reader
+
+        depth = settings.get("judge_depth", 10)
+        readers = (judge_reader(settings["judge"], depth=depth, cache_dir=cache_dir, use_cache=use_cache),)
+    chunking = {key: settings[key] for key in ("chunker", "max_tokens", "window", "expand_includes") if key in settings}
+    options = IndexOptions(
+        **chunking, access=access, dense_index=settings.get("dense_index", "flat"), use_cache=use_cache
+    )
+    return {
+        "embedder": settings.get("model"),
+        "options": options,
+        "exclude": tuple(settings.get("exclude", ())),
+        "reranker": reranker,
+        "readers": readers,
+        "allowed_levels": allowed_levels,
+        "cache_dir": cache_dir,
+    }

@@ -61,15 +61,15 @@ def require_serve_dependencies() -> None:
 
 
 def _question_index(index):
-    """A copy of ``index`` whose embedder, reranker and judge use no on-disk cache; ``index`` is unchanged.
+    """A copy of ``index`` whose embedder, reranker and readers (a judge) use no on-disk cache; ``index`` is unchanged.
 
     Served questions are encoded fresh and never written to the embedding
     (or rerank, or judge) cache: users' questions do not end up in a file on disk, the
     cache does not grow with traffic, and the cache's SQLite connection,
     opened by the thread that built the index, is never used from the
     worker thread (SQLite connections refuse other threads). Nothing is
-    lost: every text is encoded alone (a batch of one), so a question's
-    vector is the same bits cached or not (:class:`ragcal.embedding.Embedder`).
+    lost: a text's vector is the same bits alone or in any batch, so a
+    question's vector is the same cached or not (:class:`ragcal.embedding.Embedder`).
     Repeating a question costs one more encode (a few ms).
     """
     from .retrieval.index import RetrievalIndex
@@ -87,11 +87,21 @@ def _question_index(index):
     if reranker is not None:
         reranker = copy.copy(reranker)
         reranker.use_cache = False
-    judge = index.judge
+    readers = tuple(_without_cache(reader) for reader in index.readers)
+    return dataclasses.replace(index, dense=dense, reranker=reranker, readers=readers, _views={}, _description=None)
+
+
+def _without_cache(reader):
+    """A reader whose judge (or the reader itself) reads and writes no score cache: a served question stays private."""
+    judge = getattr(reader, "judge", None)
     if judge is not None and hasattr(judge, "use_cache"):
         judge = copy.copy(judge)
         judge.use_cache = False
-    return dataclasses.replace(index, dense=dense, reranker=reranker, judge=judge, _views={}, _description=None)
+        return dataclasses.replace(reader, judge=judge) if dataclasses.is_dataclass(reader) else reader
+    if hasattr(reader, "use_cache"):
+        reader = copy.copy(reader)
+        reader.use_cache = False
+    return reader
 
 
 class _LevelsUnavailable(ValueError):

@@ -20,7 +20,7 @@ from ragcal.gates.refusal import CorpusDescription
 from ragcal.retrieval import BM25Retriever
 from ragcal.retrieval.diagnostics import BM25_KEYS, DENSE_KEYS
 from ragcal.retrieval.fusion import reciprocal_rank_fusion
-from ragcal.retrieval.index import build_index
+from ragcal.retrieval.index import IndexOptions, build_index
 from ragcal.runs import format_trec_run
 from ragcal.scoring import score_table
 from ragcal.signals import QPP_SIGNALS
@@ -144,7 +144,8 @@ def test_no_disallowed_chunk_reaches_any_output(pages, allowed, queries, front_m
         hidden_pages = set(levels) - visible_pages
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", AccessWarning)
-            index = build_index(root, embedder=HashEmbedder(), access=policy, reranker=reranker, exclude=())
+            index = build_index(root, embedder=HashEmbedder(), reranker=reranker, exclude=(),
+                options=IndexOptions(access=policy))
         if not visible_pages:
             with pytest.raises(ValueError, match="no chunk .* is visible"):
                 index.restrict(allowed)
@@ -354,7 +355,7 @@ def test_a_view_keeps_the_approximate_index_kind(tmp_path, kind):
     root.mkdir()
     pages = [("restricted" if n % 3 == 0 else "public", [[VOCABULARY[n % len(VOCABULARY)], "cookie"]]) for n in range(30)]
     write_corpus(root, pages, front_matter=True)
-    index = build_index(root, embedder=HashEmbedder(), exclude=(), dense_index=kind)
+    index = build_index(root, embedder=HashEmbedder(), exclude=(), options=IndexOptions(dense_index=kind))
     view = index.restrict("public")
     assert view.dense.index_spec.kind == kind and view.config["dense_index"] == kind
     result = view.dense.search(["cookie"], k=5)[0]

@@ -84,6 +84,35 @@ def test_the_graph_sees_a_lazy_relative_import_between_two_modules(tmp_path):
         probe_b.unlink()
 
 
+#: Packages a lower room never imports, not even inside a function: what reads retrieved passages builds on retrieval.
+NEVER_IMPORTS = {"ragcal.retrieval": ("ragcal.judges", "ragcal.signals", "ragcal.gates", "ragcal.llm")}
+
+
+def upward_imports(files, rules=NEVER_IMPORTS) -> list[str]:
+    """``module -> imported`` for every import (top-level or lazy) that ``rules`` forbid."""
+    found = []
+    for path in files:
+        name = module_name(path)
+        for package, above in rules.items():
+            if name == package or name.startswith(package + "."):
+                found += [f"{name} -> {target}" for target in sorted(imported_modules(path))
+                          if any(target == top or target.startswith(top + ".") for top in above)]
+    return found
+
+
+def test_retrieval_never_imports_the_judges_or_anything_above_it():
+    assert upward_imports(ALL_FILES) == []
+
+
+def test_the_upward_check_sees_a_lazy_import_of_the_judges():
+    probe = PACKAGE / "retrieval" / "_probe_up.py"
+    try:
+        probe.write_text("def f():\n    from ..judges.results import judge_results\n")
+        assert "ragcal.retrieval._probe_up -> ragcal.judges.results" in upward_imports([probe])
+    finally:
+        probe.unlink()
+
+
 @pytest.mark.parametrize("path", ALL_FILES, ids=module_name)
 def test_no_module_is_over_600_lines(path):
     lines = len(path.read_text().splitlines())

@@ -163,9 +163,53 @@ def check_judge_depth(args, provenance=None) -> None:
         raise ValueError("--judge-depth needs a judge: pass --judge PATH_OR_NAME")
 
 
-def judge_options(args) -> dict:
-    """``judge`` and ``judge_depth`` for the library, from ``--judge`` and ``--judge-depth``."""
-    return {"judge": args.judge, "judge_depth": args.judge_depth if args.judge_depth is not None else 10}
+def judge_readers(args) -> tuple:
+    """``--judge`` (read ``--judge-depth`` passages deep) as readers after retrieval: empty without one."""
+    if args.judge is None:
+        return ()
+    from ..judges.results import judge_reader
+
+    depth = args.judge_depth if args.judge_depth is not None else 10
+    return (judge_reader(args.judge, depth=depth, cache_dir=args.cache_dir, use_cache=not args.no_cache),)
+
+
+def index_arguments_from(args, corpus, *, recorded=None, access: bool = True) -> dict:
+    """The one place the command line builds an index: ``build_index`` arguments from its options.
+
+    ``recorded`` is a gate's provenance: its settings (:func:`ragcal.gates.files.index_options`)
+    apply where the command line gives none. Pages left out: ``--exclude``,
+    else the gate's, else a bundled corpus's non-doc pages. With ``access``,
+    the access options (and a gate's recorded policy) decide which levels
+    the index shows.
+    """
+    from ..datasets import default_exclude
+    from ..gates.files import index_options
+    from ..scoring import index_arguments
+
+    settings = index_options(recorded) if recorded else {}
+    given = {
+        "model": getattr(args, "model", None),
+        "chunker": getattr(args, "chunker", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+        "window": getattr(args, "window", None),
+        "expand_includes": False if getattr(args, "no_includes", False) else None,
+        "exclude": None if getattr(args, "exclude", None) is None else tuple(args.exclude),
+        "dense_index": getattr(args, "dense_index", None),
+        "reranker": getattr(args, "reranker", None),
+        "rerank_depth": getattr(args, "rerank_depth", None),
+        "judge": getattr(args, "judge", None),
+        "judge_depth": getattr(args, "judge_depth", None),
+    }
+    settings.update({key: value for key, value in given.items() if value is not None})
+    settings.setdefault("exclude", default_exclude(corpus))
+    levels = access_options(args, recorded) if access else {}
+    return index_arguments(
+        settings,
+        cache_dir=getattr(args, "cache_dir", None),
+        use_cache=not getattr(args, "no_cache", False),
+        access=levels.get("access"),
+        allowed_levels=levels.get("allowed_levels"),
+    )
 
 
 def add_access_options(parser: argparse.ArgumentParser) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 from ._options import (
     LazyChoices,
     LazyHelp,
-    access_options,
     add_access_options,
     add_judge_options,
     add_rerank_options,
     add_signals_module,
     check_judge_depth,
     check_rerank_depth,
+    index_arguments_from,
     report_visibility,
 )
 
@@ -409,19 +409,6 @@ def _print_decision(query, decision, gate) -> None:
     print()
 
 
-def _gate_corpus(provenance: dict) -> Path:
-    """The corpus a gate was fitted on, from its provenance; relative paths also from the project root."""
-    from ..datasets import DATA_DIR
-
-    recorded = provenance.get("corpus")
-    if not recorded:
-        raise ValueError("the gate does not record its corpus; pass --corpus DIR")
-    for candidate in (Path(recorded), DATA_DIR.parent / recorded):
-        if candidate.is_dir():
-            return candidate
-    raise ValueError(f"the gate's corpus {recorded!r} is not a folder here; pass --corpus DIR")
-
-
 def load_gate_and_index(args, *, command: str = "ask"):
     """Read ``--gate``, build the index it was fitted for, and load the gate on it: what ``ask`` and ``serve`` do.
 
@@ -440,7 +427,7 @@ def load_gate_and_index(args, *, command: str = "ask"):
         The view of the ``--access`` levels (the default level without it).
     """
     from ..gates import GateFileError, load_gate, read_gate_file
-    from ..gates.files import index_options
+    from ..gates.files import gate_corpus
     from ..retrieval.index import build_index
 
     try:
@@ -452,28 +439,11 @@ def load_gate_and_index(args, *, command: str = "ask"):
             f"{error}. If the gate reads signals of your own, pass the file that registers them: "
             "--signals-module FILE.py"
         ) from error
-    corpus = args.corpus if args.corpus is not None else _gate_corpus(document["provenance"])
-    options = index_options(document["provenance"])
-    if args.model:
-        options["model"] = args.model
-    if args.exclude is not None:
-        options["exclude"] = args.exclude
-    elif "exclude" not in options:  # a gate file from before provenance recorded the excluded pages
-        from ..datasets import default_exclude
-
-        options["exclude"] = default_exclude(corpus)
+    corpus = args.corpus if args.corpus is not None else gate_corpus(document["provenance"])
     check_rerank_depth(args, document["provenance"])
-    if args.reranker is not None:
-        options["reranker"] = args.reranker
-    if args.rerank_depth is not None:
-        options["rerank_depth"] = args.rerank_depth
     check_judge_depth(args, document["provenance"])
-    if args.judge is not None:
-        options["judge"] = args.judge
-    if args.judge_depth is not None:
-        options["judge_depth"] = args.judge_depth
     print(f"ragcal {command}: corpus {corpus}", file=sys.stderr)
-    index = build_index(corpus, cache_dir=args.cache_dir, **options, **access_options(args, document["provenance"]))
+    index = build_index(corpus, **index_arguments_from(args, corpus, recorded=document["provenance"]))
     report_visibility(index)
     gate = load_gate(args.gate, index=index)  # refuses another model, chunking, reranker or judge
     return document, gate, index

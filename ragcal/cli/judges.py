@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._options import add_index_options, exclude_option
+from ._options import add_index_options, index_arguments_from
 
 
 def add_parsers(commands) -> None:
@@ -74,20 +74,8 @@ def _pairs(args):
             raise ValueError(
                 "train-judge needs a labeled query file (or --candidates FILE.jsonl, which carries its labels)"
             )
-        return corpus_judge_pairs(
-            args.queries,
-            args.corpus,
-            depth=args.depth,
-            model=args.model,
-            chunker=args.chunker,
-            max_tokens=args.max_tokens,
-            window=args.window,
-            expand_includes=not args.no_includes,
-            exclude=exclude_option(args),
-            cache_dir=args.cache_dir,
-            use_cache=not args.no_cache,
-            dense_index=args.dense_index,
-        )
+        arguments = index_arguments_from(args, args.corpus, access=False)
+        return corpus_judge_pairs(args.queries, args.corpus, depth=args.depth, **arguments)
     from ..benchmarks.candidates import read_candidates_jsonl
     from ..benchmarks.trec import read_trec_candidates
 

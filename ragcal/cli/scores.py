@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from ._options import (
-    access_options,
     add_access_options,
     add_chunking_options,
     add_index_options,
@@ -16,7 +15,8 @@ from ._options import (
     check_judge_depth,
     check_rerank_depth,
     exclude_option,
-    judge_options,
+    index_arguments_from,
+    judge_readers,
     print_slice_summary,
     report_visibility,
 )
@@ -124,23 +124,7 @@ def run_score(args) -> None:
     check_judge_depth(args)
     logged = read_extra_signals(args)  # a bad --extra-signals file fails before the index is built
     # score_query_file validates the query file against the corpus before any expensive work or any write.
-    table, index, retrieved = score_query_file(
-        args.queries,
-        args.corpus,
-        model=args.model,
-        chunker=args.chunker,
-        max_tokens=args.max_tokens,
-        window=args.window,
-        expand_includes=not args.no_includes,
-        exclude=exclude_option(args),
-        cache_dir=args.cache_dir,
-        use_cache=not args.no_cache,
-        reranker=args.reranker,
-        rerank_depth=args.rerank_depth if args.rerank_depth is not None else 50,
-        **judge_options(args),
-        **access_options(args),
-        dense_index=args.dense_index,
-    )
+    table, index, retrieved = score_query_file(args.queries, args.corpus, **index_arguments_from(args, args.corpus))
     report_visibility(index, args.queries)
     stats = getattr(index.dense.embedder, "stats", None)
     if stats:
@@ -195,8 +179,9 @@ def run_score_candidates(args) -> None:
             )
         logged = read_extra_signals(args)  # None; refuses --direction or --allow-missing without a file
         candidates = read_candidates_jsonl(args.candidates)
+    readers = judge_readers(args)  # loaded before anything is embedded, so a bad judge fails early
     scores = score_candidates(
-        candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache, **judge_options(args)
+        candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache, readers=readers
     )
     config = {**scores.config, "run_tag": args.run_tag}
     config.update({name: str(path) for name, path in files.items()})

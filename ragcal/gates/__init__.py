@@ -2,10 +2,11 @@
 
 ::
 
-    from ragcal.gates import fit_threshold_gate, save_gate, load_gate
+    from ragcal.gates import fit_threshold_gate, save_gate, load_gate, load_gate_index
 
     gate = fit_threshold_gate(scores, "dense_top1", "keep@0.95")
     save_gate("gate.json", gate, rule="keep@0.95", provenance=meta)
+    index = load_gate_index("gate.json")              # the index the gate was fitted on, rebuilt
     gate = load_gate("gate.json", index=index)        # refuses another model or chunking
     decision = gate.decide(results, query="How do I set a cookie?")
 
@@ -21,7 +22,7 @@ from .base import Decision, Gate
 from .certify import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate
 from .chain import FallbackChain, Stage
 from .evaluate import gate_outcomes, heldout_gates, summarize_heldout_gates
-from .files import GateFileError, GateWarning, load_gate, read_gate_file, save_gate
+from .files import GateFileError, GateWarning, load_gate, load_gate_index, read_gate_file, save_gate
 from .fit import fit_floor_gap, fit_gate, fit_threshold_gate, floor_gap_sweep, gate_kinds
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, fit_learned_gate
@@ -47,6 +48,7 @@ __all__ = [
     "floor_gap_sweep",
     "save_gate",
     "load_gate",
+    "load_gate_index",
     "read_gate_file",
     "GateFileError",
     "GateWarning",

@@ -35,7 +35,7 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
     # No rebinding needed: the results carry their view's description, and messages use it.
     questions = [str(question) for question in questions]
     # Deciding, not measuring: a judge may meet one of its training questions here.
-    retrieved = index.retrieve(questions, check_judge_leakage=False)
+    retrieved = index.retrieve(questions, check_leakage=False)
     decisions = [
         gate.decide({name: per_query[position] for name, per_query in retrieved.items()}, query=question)
         for position, question in enumerate(questions)

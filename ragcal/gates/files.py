@@ -14,8 +14,8 @@ import json
 import warnings
 from pathlib import Path
 
-from ..calibration.midway import THRESHOLD_PLACEMENT
 from .._io import atomic_write_text
+from ..calibration.midway import THRESHOLD_PLACEMENT
 from .base import Gate, gate_from_dict
 
 __all__ = [
@@ -30,6 +30,8 @@ __all__ = [
     "load_gate",
     "check_provenance",
     "index_options",
+    "gate_corpus",
+    "load_gate_index",
 ]
 
 GATE_FORMAT = "ragcal-gate/1"
@@ -243,7 +245,13 @@ def _check_judge(provenance: dict, config: dict, source) -> None:
 
 
 def index_options(provenance: dict) -> dict:
-    """`build_index` options that reproduce the gate's chunking, model, excluded pages, reranker and judge."""
+    """The index settings a gate's provenance records: model, chunking, excluded pages, reranker, judge, faiss kind.
+
+    Flat, as :func:`ragcal.scoring.index_from_settings` reads them (``model``,
+    ``chunker``, ``max_tokens``, ``window``, ``expand_includes``, ``exclude``,
+    ``reranker`` and ``rerank_depth``, ``judge`` and ``judge_depth``,
+    ``dense_index``); only those recorded are present.
+    """
     options = {key: provenance[key] for key in CHUNKING_KEYS if key in provenance}
     if provenance.get("model"):
         options["model"] = provenance["model"]
@@ -291,3 +299,71 @@ def load_gate(path, *, index=None) -> Gate:
             f"({', '.join(index.retriever_names)})"
         )
     return gate.bind(index.description)
+
+
+def gate_corpus(provenance: dict) -> Path:
+    """The corpus a gate was fitted on, from its provenance; a relative path is also tried from the project root.
+
+    Raises
+    ------
+    ValueError
+        The provenance records no corpus, or its corpus is not a folder here.
+    """
+    from ..datasets import DATA_DIR
+
+    recorded = provenance.get("corpus")
+    if not recorded:
+        raise ValueError("the gate does not record its corpus; pass its folder (corpus=, or --corpus DIR)")
+    for candidate in (Path(recorded), DATA_DIR.parent / recorded):
+        if candidate.is_dir():
+            return candidate
+    raise ValueError(f"the gate's corpus {recorded!r} is not a folder here; pass its folder (corpus=, or --corpus DIR)")
+
+
+def load_gate_index(path, *, corpus=None, allowed_levels=None, cache_dir=None, use_cache: bool = True):
+    """Rebuild the index a gate file was fitted on, to decide with it (:func:`load_gate` with ``index=``).
+
+    The gate's provenance gives the corpus, model, chunking, excluded pages,
+    faiss kind, reranker, judge and access policy
+    (:func:`index_options`); the index is loaded from the cache when it was
+    saved there.
+
+    ::
+
+        index = load_gate_index("gate.json")
+        gate = load_gate("gate.json", index=index)
+        decisions = ask(gate, index, ["How do I set a cookie?"])
+
+    Parameters
+    ----------
+    path : str or Path
+        A gate file (``ragcal fit-gate``, :func:`save_gate`).
+    corpus : str or Path, default=None
+        The corpus folder; the one the gate records when None.
+    allowed_levels : str or sequence of str, default=None
+        Access levels of the caller; the levels the gate was fitted at (else
+        the default level) when None.
+    cache_dir : str or Path, default=None
+    use_cache : bool, default=True
+
+    Returns
+    -------
+    RetrievalIndex
+    """
+    from ..access import DEFAULT_ACCESS, AccessPolicy
+    from ..datasets import default_exclude
+    from ..retrieval.index import build_index
+    from ..scoring import index_arguments
+
+    provenance = read_gate_file(path)["provenance"]
+    corpus = Path(corpus) if corpus is not None else gate_corpus(provenance)
+    settings = index_options(provenance)
+    settings.setdefault("exclude", default_exclude(corpus))  # a gate from before provenance recorded them
+    default = provenance.get("default_access") or DEFAULT_ACCESS
+    access = AccessPolicy.from_options(access_map=provenance.get("access_map") or None, default=default)
+    if allowed_levels is None:
+        allowed_levels = provenance.get("allowed_levels") or default
+    arguments = index_arguments(
+        settings, cache_dir=cache_dir, use_cache=use_cache, access=access, allowed_levels=allowed_levels
+    )
+    return build_index(corpus, **arguments)

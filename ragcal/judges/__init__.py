@@ -6,7 +6,8 @@
 - :mod:`~ragcal.judges.training`: :func:`train_judge`, fine-tuning from the bundled MiniLM on CPU;
 - :mod:`~ragcal.judges.trained`: :class:`TrainedJudge`, a judge folder loaded back;
 - :mod:`~ragcal.judges.llm`: :class:`LLMJudge`, an OpenAI-compatible endpoint asked for a verdict;
-- :mod:`~ragcal.judges.results`: :func:`judge_results`, the ``"judge"`` view the judge signals read;
+- :mod:`~ragcal.judges.results`: :func:`judge_results`, the ``"judge"`` view the judge signals read, and
+  :class:`JudgeReader` and :func:`judge_reader`, the judge as a reader after retrieval;
 - :mod:`~ragcal.judges.loading`: :func:`load_judge` (a folder or a name), :func:`judge_config` (its provenance);
 - :mod:`~ragcal.judges.labeled_pairs`: training pairs from a labeled query file and a corpus, or candidates;
 - :mod:`~ragcal.judges.crossfit`: :func:`crossfit_judge_results`, judge scores no question was trained on.
@@ -19,7 +20,7 @@ from .llm import LLMJudge
 from .loading import judge_config, load_judge
 from .pairs import judge_pairs
 from .protocol import Judge, JudgeLeakageError, check_not_trained_on, question_key
-from .results import JUDGE, judge_results
+from .results import JUDGE, JudgeReader, judge_reader, judge_results
 from .trained import JudgeFileError, TrainedJudge
 from .training import JudgeTraining, JudgeWarning, train_judge
 
@@ -33,6 +34,8 @@ __all__ = [
     "JudgeTraining",
     "JudgeWarning",
     "JUDGE",
+    "JudgeReader",
+    "judge_reader",
     "judge_pairs",
     "train_judge",
     "judge_results",

@@ -39,8 +39,8 @@ def corpus_judge_pairs(queries_path, corpus_dir, *, depth: int = 10, **index_opt
         How far down each dense list pairs are taken from.
     **index_options
         For :func:`ragcal.retrieval.index.build_index` (model, chunking,
-        excluded pages, cache); a reranker or judge is refused, as the pairs
-        read the dense list only.
+        excluded pages, cache); a reranker or a reader after retrieval (a
+        judge) is refused, as the pairs read the dense list only.
 
     Returns
     -------
@@ -52,7 +52,7 @@ def corpus_judge_pairs(queries_path, corpus_dir, *, depth: int = 10, **index_opt
     from ..retrieval.index import build_index
 
     depth = check_int(depth, "depth", "corpus_judge_pairs", low=1)
-    extra = sorted(name for name in ("reranker", "judge") if index_options.get(name) is not None)
+    extra = [name for name in ("reranker", "readers") if index_options.get(name)]
     if extra:
         raise ValueError(f"corpus_judge_pairs reads the dense list only; drop {', '.join(extra)}")
     documents = load_corpus(corpus_dir, expand_includes=False, exclude=tuple(index_options.get("exclude", ())))

@@ -7,9 +7,10 @@
     judge_config(judge, depth=10)                     # {"judge": ..., "judge_fingerprint": ..., "judge_depth": 10}
 
 :func:`ragcal.retrieval.index.build_index` and
-:func:`ragcal.candidate_scoring.score_candidates` take a judge this way, and
-write :func:`judge_config` into the score table's provenance, from which a
-gate file learns which judge's scale its thresholds are on.
+:func:`ragcal.candidate_scoring.score_candidates` take a judge as a reader
+(``readers=[judge_reader(...)]``, :mod:`ragcal.judges.results`), and write :func:`judge_config` into the score
+table's provenance, from which a gate file learns which judge's scale its
+thresholds are on.
 """
 
 from __future__ import annotations
@@ -81,3 +82,4 @@ def judge_config(judge, *, depth: int = 10) -> dict:
         "judge_fingerprint": str(judge.fingerprint),
         "judge_depth": depth,
     }
+

@@ -8,17 +8,24 @@ keep the retrieved order), the probabilities as scores, and in ``info`` the
 probability of the list's first passage (``judge_at_first``). The signals of
 :mod:`ragcal.signals.judge` read it, and a threshold gate on ``judge_top1``
 passes on only the passages whose probability clears its bar.
+
+:class:`JudgeReader` is the same step as a reader after retrieval
+(:mod:`ragcal.retrieval.readers`): an index or a candidate scorer given one
+runs it after its retrievers, so retrieval never imports the judges.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from .._params import check_int
 from ..retrieval.base import RetrievalResult
+from .loading import judge_config, load_judge
 from .protocol import check_not_trained_on
 
-__all__ = ["JUDGE", "AT_FIRST", "judge_results"]
+__all__ = ["JUDGE", "AT_FIRST", "JudgeReader", "judge_reader", "judge_results"]
 
 #: The name of the judge's retrieval view.
 JUDGE = "judge"
@@ -86,3 +93,51 @@ def judge_results(
             RetrievalResult(name, tuple(ids[i] for i in order), row[order], info=info, view=candidate.view, corpus=candidate.corpus)
         )
     return results
+
+
+@dataclass(frozen=True)
+class JudgeReader:
+    """A judge as a reader after retrieval: reads the first ``depth`` passages of ``source`` into the ``"judge"`` view.
+
+    Meets :class:`ragcal.retrieval.readers.PassageReader`; build one from a
+    folder or a name with :func:`ragcal.judges.judge_reader`.
+
+    Parameters
+    ----------
+    judge : Judge
+    depth : int, default=10
+        Passages read per query (a threshold gate passes on at most 10).
+    source : str, default="dense"
+        The view whose lists the judge reads: the passages a gate passes on.
+    """
+
+    judge: object
+    depth: int = 10
+    source: str = "dense"
+    name = JUDGE
+
+    def __post_init__(self):
+        object.__setattr__(self, "depth", check_int(self.depth, "depth", "JudgeReader", low=1))
+
+    def config(self) -> dict:
+        return judge_config(self.judge, depth=self.depth)
+
+    def __call__(self, queries, retrieved, texts, *, check_leakage: bool = True) -> list[RetrievalResult]:
+        if self.source not in retrieved:
+            raise KeyError(f"JudgeReader reads the {self.source!r} view, but only {', '.join(retrieved)} were retrieved")
+        return judge_results(
+            self.judge, queries, retrieved[self.source], texts, depth=self.depth, name=self.name,
+            check_leakage=check_leakage,
+        )
+
+
+def judge_reader(judge, *, depth: int = 10, cache_dir=None, use_cache: bool = True):
+    """The judge ``judge`` names (:func:`load_judge`) as a reader after retrieval that reads ``depth`` dense passages.
+
+    Returns
+    -------
+    JudgeReader
+        For ``build_index(..., readers=[...])`` and ``score_candidates(..., readers=[...])``.
+    """
+    depth = check_int(depth, "depth", "judge_reader", low=1)
+    return JudgeReader(load_judge(judge, cache_dir=cache_dir, use_cache=use_cache), depth=depth)

@@ -127,7 +127,7 @@ def questions_with_contexts(
     from ..queries import load_queries
     from ..retrieval.index import build_index
 
-    index = build_index(Path(corpus), model=model or DEFAULT_MODEL, cache_dir=cache_dir)
+    index = build_index(Path(corpus), embedder=model or DEFAULT_MODEL, cache_dir=cache_dir)
     questions = load_queries(queries, corpus_paths=index.doc_paths)
     if sample is not None:
         questions = sample_questions(questions, sample, random_state=random_state)

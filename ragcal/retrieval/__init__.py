@@ -8,7 +8,8 @@
 - :mod:`~ragcal.retrieval.pgvector`: PostgreSQL + pgvector as a retriever;
 - :mod:`~ragcal.retrieval.protocol`: the protocol your own engine meets, and :func:`retrieve_with`;
 - :mod:`~ragcal.retrieval.diagnostics`: per-query numbers that corpus-level signals read;
-- :mod:`~ragcal.retrieval.index`: a corpus as one index (chunks, dense, BM25, fusion, reranker, access views);
+- :mod:`~ragcal.retrieval.readers`: readers after retrieval (a judge) that add a view of their own;
+- :mod:`~ragcal.retrieval.index`: a corpus as one index (chunks, dense, BM25, fusion, reranker, readers, access views);
 - :mod:`~ragcal.retrieval.approximate`: how far approximate search moves scores and decisions.
 
 Names load on first use, so importing this package needs neither faiss nor rank-bm25.
@@ -26,6 +27,8 @@ _API = {
     "retrieve_with": "protocol",
     "RetrievalIndex": "index",
     "build_index": "index",
+    "IndexOptions": "index",
+    "PassageReader": "readers",
 }
 
 __all__ = list(_API)

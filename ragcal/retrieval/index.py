@@ -1,4 +1,4 @@
-"""A corpus as one searchable index: chunks, a dense and two BM25 retrievers, fusion, an optional reranker and judge.
+"""A corpus as one searchable index: chunks, a dense and two BM25 retrievers, fusion, a reranker, passage readers.
 
 ::
 
@@ -19,21 +19,22 @@ from itertools import repeat
 from pathlib import Path
 
 from .. import __version__
-from .._params import check_choice, check_int
+from .._params import check_choice, parameter_error
 from ..access import DEFAULT_ACCESS, AccessPolicy, parse_levels
 from ..chunking import chunk_by_headings, chunk_fixed_size
 from ..corpus import load_corpus
 from ..embedding.loading import load_embedder
 from ..embedding.minilm import Embedder  # noqa: F401  (the name stays here: tests replace it; load_embedder builds one)
 from ..embedding.models import DEFAULT_MODEL
-from ..embedding.protocol import EmbedderProtocol, check_embedder, embedder_name
+from ..embedding.protocol import check_embedder, embedder_name
 from .ann import DenseIndexSpec
 from .bm25 import BM25Retriever
 from .dense import DenseRetriever
 from .diagnostics.registry import diagnostic_rows
 from .fusion import reciprocal_rank_fusion
+from .readers import apply_readers, check_readers, readers_config
 
-__all__ = ["RetrievalIndex", "chunk_corpus", "build_index", "CHUNKERS"]
+__all__ = ["RetrievalIndex", "IndexOptions", "chunk_corpus", "build_index", "CHUNKERS"]
 
 CHUNKERS = ("headings", "fixed")
 
@@ -59,12 +60,10 @@ class RetrievalIndex:
         ``"public"`` when None.
     reranker : CrossEncoderReranker, default=None
         Re-scores the fused candidates into the ``"rerank"`` view.
-    judge : Judge, default=None
-        Reads the first ``judge_depth`` dense passages of each query into the
-        ``"judge"`` view (:func:`ragcal.judges.judge_results`), which the
-        judge signals read.
-    judge_depth : int, default=10
-        Dense passages the judge reads per query.
+    readers : tuple of PassageReader, default=()
+        Steps after retrieval (:mod:`ragcal.retrieval.readers`), run in order,
+        each adding one view: a judge (:class:`ragcal.judges.JudgeReader`)
+        adds ``"judge"``, which the judge signals read.
     """
 
     chunks: list
@@ -74,8 +73,7 @@ class RetrievalIndex:
     config: dict = field(default_factory=dict)
     levels: list | None = None
     reranker: object = None
-    judge: object = None
-    judge_depth: int = 10
+    readers: tuple = ()
     _views: dict = field(default_factory=dict, repr=False, compare=False)
     _description: object = field(default=None, repr=False, compare=False)
     #: ``(cache folder, key)`` of the saved index this one was built or loaded as (its views are saved beside it).
@@ -115,8 +113,8 @@ class RetrievalIndex:
 
     @property
     def retriever_names(self) -> tuple[str, ...]:
-        optional = (("rerank",) if self.reranker is not None else ()) + (("judge",) if self.judge is not None else ())
-        return ("dense", *self.bm25, "rrf", *optional)
+        reranked = ("rerank",) if self.reranker is not None else ()
+        return ("dense", *self.bm25, "rrf", *reranked, *(reader.name for reader in self.readers))
 
     def restrict(self, allowed_levels) -> "RetrievalIndex":
         """The index a caller who may see ``allowed_levels`` searches: only the chunks at those levels.
@@ -168,8 +166,7 @@ class RetrievalIndex:
             config=config,
             levels=[self.levels[position] for position in keep],
             reranker=self.reranker,
-            judge=self.judge,
-            judge_depth=self.judge_depth,
+            readers=self.readers,
         )
         self._views[allowed] = view
         return view
@@ -203,7 +200,7 @@ class RetrievalIndex:
         rrf_top: int = 50,
         allowed_levels=None,
         diagnostics: bool = True,
-        check_judge_leakage: bool = True,
+        check_leakage: bool = True,
     ) -> dict[str, list]:
         """Run every retriever on every query.
 
@@ -223,30 +220,30 @@ class RetrievalIndex:
             (:func:`ragcal.retrieval.diagnostics.attach_diagnostics`), which
             signals such as ``bm25_norm_raw`` or ``dense_centroid_cosine`` read;
             without them those signals are NaN.
-        check_judge_leakage : bool, default=True
-            Refuse questions the judge was trained on (what is measured on
-            them flatters it); :func:`ragcal.gates.ask` passes False, since
-            deciding on such a question is fine.
+        check_leakage : bool, default=True
+            Passed to every reader after retrieval: a judge then refuses
+            questions it was trained on (what is measured on them flatters
+            it); :func:`ragcal.gates.ask` passes False, since deciding on
+            such a question is fine.
 
         Returns
         -------
         dict of str to list of RetrievalResult
             ``{retriever name: [result of query 0, query 1, ...]}`` for
             ``dense``, ``bm25_raw``, ``bm25_stopwords``, ``rrf`` and, with a
-            reranker, ``rerank``, with a judge, ``judge``.
+            reranker, ``rerank``, then one view per reader (a judge's: ``judge``).
 
         Raises
         ------
         JudgeLeakageError
-            With a judge trained on any of ``queries``
+            With a judge reader trained on any of ``queries``
             (:func:`ragcal.judges.check_not_trained_on`), unless
-            ``check_judge_leakage`` is False (deciding, not measuring).
+            ``check_leakage`` is False (deciding, not measuring).
         """
         if allowed_levels is not None:
             view = self.restrict(allowed_levels)
             return view.retrieve(
-                queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics,
-                check_judge_leakage=check_judge_leakage,
+                queries, depth=depth, rrf_k=rrf_k, rrf_top=rrf_top, diagnostics=diagnostics, check_leakage=check_leakage
             )
         queries = [str(query) for query in queries]
         query_vectors = self.dense.encode_queries(queries)
@@ -262,16 +259,11 @@ class RetrievalIndex:
         infos = {}
         if diagnostics:  # from the very retriever objects that produced each list (see retrieval/diagnostics/)
             infos = diagnostic_rows(retrieved, queries, {"dense": self.dense, **self.bm25}, query_vectors=query_vectors)
-        needs_texts = self.reranker is not None or self.judge is not None
+        needs_texts = self.reranker is not None or self.readers
         texts = {chunk.chunk_id: chunk.text for chunk in self.chunks} if needs_texts else {}
         if self.reranker is not None:
             retrieved["rerank"] = self.reranker.rerank(queries, retrieved["rrf"], texts)
-        if self.judge is not None:
-            from ..judges.results import JUDGE, judge_results
-
-            retrieved[JUDGE] = judge_results(
-                self.judge, queries, retrieved["dense"], texts, depth=self.judge_depth, check_leakage=check_judge_leakage
-            )
+        apply_readers(self.readers, queries, retrieved, texts, check_leakage=check_leakage)
         description = self.description
         stamp = {"view": description.view, "corpus": description}  # every result: the view searched, its words
         return {
@@ -360,77 +352,30 @@ def _reissue(build_warnings) -> None:
         warnings.warn(message, categories.get(name, UserWarning), stacklevel=3)
 
 
-def build_index(
-    corpus_dir,
-    *,
-    model: str = DEFAULT_MODEL,
-    chunker: str = "headings",
-    max_tokens: int = 256,
-    window: int = 500,
-    expand_includes: bool = True,
-    exclude=(),
-    cache_dir=None,
-    use_cache: bool = True,
-    embedder: EmbedderProtocol | None = None,
-    access: AccessPolicy | None = None,
-    allowed_levels=None,
-    reranker=None,
-    rerank_depth: int = 50,
-    judge=None,
-    judge_depth: int = 10,
-    dense_index="flat",
-    persist: bool = True,
-) -> RetrievalIndex:
-    """Load, chunk, embed (through the cache) and index a Markdown folder; or load the index saved by an earlier build.
+@dataclass(frozen=True)
+class IndexOptions:
+    """How :func:`build_index` turns a folder into an index: chunking, access levels, faiss kind, caching.
+
+    Everything here is recorded in the index's ``config`` (caching aside), so
+    a gate fitted on one index is refused on an index built otherwise.
 
     Parameters
     ----------
-    corpus_dir : str or Path
-    model : str, default=DEFAULT_MODEL
-        What :func:`ragcal.embedding.load_embedder` reads: a sentence-transformers
-        name or folder, or ``wordllama:NAME[:DIM]`` (e.g. ``"wordllama:l2_supercat_256"``).
     chunker : {"headings", "fixed"}, default="headings"
-    max_tokens : int, default=256
-        Limit of the heading-aware chunker.
+    max_tokens : int or None, default=256
+        Limit of the heading-aware chunker (None: one chunk per section).
     window : int, default=500
         Window of the fixed-size chunker.
     expand_includes : bool, default=True
-    exclude : sequence of str, default=()
-        Pages to leave out, as paths relative to ``corpus_dir`` (the bundled
-        corpora's non-doc pages are :attr:`ragcal.datasets.BundledCorpus.exclude`).
-    cache_dir, use_cache
-        Passed to :func:`ragcal.embedding.load_embedder`.
-    embedder : EmbedderProtocol, default=None
-        A ready embedder (anything with a name, a fingerprint and ``encode``,
-        see :class:`ragcal.embedding.EmbedderProtocol`); overrides ``model``,
-        ``cache_dir`` and ``use_cache``.
     access : AccessPolicy, default=None
         How chunks get their access level (front matter ``access_level``, an
         access map, a default); every chunk is ``"public"`` when None.
-    allowed_levels : str or sequence of str, default=None
-        Return only what a caller at these levels may see
-        (:meth:`RetrievalIndex.restrict`); None returns the whole index.
-    reranker : str or CrossEncoderReranker, default=None
-        A cross-encoder (folder or Hub name) that re-scores the fused
-        candidates into a ``"rerank"`` view. It is loaded before anything is
-        embedded, so a bad one fails early.
-    rerank_depth : int, default=50
-        How many fused candidates a reranker given by name re-scores.
-    judge : Judge, str or Path, default=None
-        A judge (:mod:`ragcal.judges`) that reads the first ``judge_depth``
-        dense passages into a ``"judge"`` view: a folder written by ``ragcal
-        train-judge`` (a :class:`~ragcal.judges.TrainedJudge`), any other
-        cross-encoder folder or Hub name (a
-        :class:`~ragcal.judges.CrossEncoderJudge`), or a judge object. Loaded
-        before anything is embedded; applied at retrieve time, like the
-        reranker, so a saved index serves with any judge or none.
-    judge_depth : int, default=10
-        Dense passages the judge reads per query (a threshold gate passes on
-        at most 10).
     dense_index : {"flat", "hnsw", "ivf"} or DenseIndexSpec, default="flat"
         faiss index of the dense retriever (see :mod:`ragcal.retrieval.ann`).
         Recorded in ``config`` (``dense_index`` and its parameters): a
         threshold fitted on approximate scores is on another scale.
+    use_cache : bool, default=True
+        Read and write the embedding cache (and a reranker's score cache).
     persist : bool, default=True
         Save the built index in the cache folder of the embedder, and load it
         from there when the pages, options, model, index kind and access
@@ -440,27 +385,88 @@ def build_index(
         Nothing is saved without a cache (``use_cache=False``) or with an
         embedder of your own that has none.
     """
-    check_choice(chunker, "chunker", "build_index", CHUNKERS)
+
+    chunker: str = "headings"
+    max_tokens: int = 256
+    window: int = 500
+    expand_includes: bool = True
+    access: AccessPolicy | None = None
+    dense_index: object = "flat"
+    use_cache: bool = True
+    persist: bool = True
+
+    def __post_init__(self):
+        check_choice(self.chunker, "chunker", "IndexOptions", CHUNKERS)
+
+
+def build_index(
+    corpus_dir,
+    *,
+    embedder=None,
+    options: IndexOptions | None = None,
+    exclude=(),
+    reranker=None,
+    readers=(),
+    allowed_levels=None,
+    cache_dir=None,
+) -> RetrievalIndex:
+    """Load, chunk, embed (through the cache) and index a Markdown folder; or load the index saved by an earlier build.
+
+    ::
+
+        index = build_index("docs/", options=IndexOptions(chunker="fixed", window=400))
+        index = build_index("docs/", embedder="wordllama:l2_supercat_256", readers=[judge_reader("judge/")])
+
+    Parameters
+    ----------
+    corpus_dir : str or Path
+    embedder : EmbedderProtocol or str, default=None
+        A ready embedder (anything with a name, a fingerprint and ``encode``,
+        see :class:`ragcal.embedding.EmbedderProtocol`), or the model
+        :func:`ragcal.embedding.load_embedder` loads: a sentence-transformers
+        name or folder, or ``wordllama:NAME[:DIM]``. The packaged MiniLM
+        (``DEFAULT_MODEL``) when None.
+    options : IndexOptions, default=None
+        Chunking, access levels, faiss kind and caching; the defaults when None.
+    exclude : sequence of str, default=()
+        Pages to leave out, as paths relative to ``corpus_dir`` (the bundled
+        corpora's non-doc pages are :attr:`ragcal.datasets.BundledCorpus.exclude`).
+    reranker : str or CrossEncoderReranker, default=None
+        A cross-encoder (folder or Hub name, re-scoring 50 candidates; a
+        :class:`~ragcal.retrieval.rerank.CrossEncoderReranker` for another
+        depth) that re-scores the fused candidates into a ``"rerank"`` view.
+        It is loaded before anything is embedded, so a bad one fails early.
+    readers : sequence of PassageReader, default=()
+        Steps after retrieval (:mod:`ragcal.retrieval.readers`), such as a
+        judge (:func:`ragcal.judges.judge_reader`), each adding one view.
+        Applied at retrieve time, like the reranker, so a saved index serves
+        with any reader or none; their provenance goes into ``config``.
+    allowed_levels : str or sequence of str, default=None
+        Return only what a caller at these levels may see
+        (:meth:`RetrievalIndex.restrict`); None returns the whole index.
+    cache_dir : str or Path, default=None
+        The embedding cache (and the saved index, and the reranker's scores);
+        the default cache folder when None.
+    """
+    options = options if options is not None else IndexOptions()
+    if not isinstance(options, IndexOptions):
+        raise parameter_error("options", "build_index", "an IndexOptions", type(options).__name__, error=TypeError)
+    chunker, max_tokens, window = options.chunker, options.max_tokens, options.window
+    expand_includes, dense_index, use_cache = options.expand_includes, options.dense_index, options.use_cache
     if isinstance(reranker, (str, Path)):
         from .rerank import CrossEncoderReranker
 
-        reranker = CrossEncoderReranker(str(reranker), depth=rerank_depth, cache_dir=cache_dir, use_cache=use_cache)
-    judge_depth = check_int(judge_depth, "judge_depth", "build_index", low=1)
-    judge_provenance = {}
-    if judge is not None:
-        from ..judges.loading import judge_config, load_judge
-
-        judge = load_judge(judge, cache_dir=cache_dir, use_cache=use_cache)
-        judge_provenance = judge_config(judge, depth=judge_depth)
-    access = access or AccessPolicy()
-    if embedder is not None:
-        check_embedder(embedder)
+        reranker = CrossEncoderReranker(str(reranker), cache_dir=cache_dir, use_cache=use_cache)
+    readers = check_readers(readers, "build_index", taken=("dense", "bm25_raw", "bm25_stopwords", "rrf", "rerank"))
+    access = options.access or AccessPolicy()
+    if embedder is None or isinstance(embedder, (str, Path)):
+        embedder = load_embedder(str(embedder or DEFAULT_MODEL), cache_dir=cache_dir, use_cache=use_cache)
     else:
-        embedder = load_embedder(model, cache_dir=cache_dir, use_cache=use_cache)
+        check_embedder(embedder)
     spec = dense_index if isinstance(dense_index, DenseIndexSpec) else DenseIndexSpec(kind=dense_index)
     chunking = _chunking_options(chunker, max_tokens=max_tokens, window=window, expand_includes=expand_includes)
     exclude = list(exclude)
-    persisting = persist and _persistable(embedder)
+    persisting = options.persist and _persistable(embedder)
     loaded = saved_at = None  # the saved index found; (cache folder, key) this index is saved under
     if persisting:
         from . import store
@@ -530,11 +536,11 @@ def build_index(
         **chunking,
         **access.to_dict(),
         **(reranker.to_dict() if reranker is not None else {}),
-        **judge_provenance,
+        **readers_config(readers),
         **dense.index_config,
     }
     index = RetrievalIndex(
-        chunks, dense, bm25, config=config, levels=levels, reranker=reranker, judge=judge, judge_depth=judge_depth,
+        chunks, dense, bm25, config=config, levels=levels, reranker=reranker, readers=readers,
         _saved=saved_at,
     )
     return index.restrict(allowed_levels) if allowed_levels is not None else index

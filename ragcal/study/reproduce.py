@@ -43,7 +43,7 @@ from ..formatting import interval_cell
 from ..gates import DEFAULT_LEARNED_SIGNALS
 from ..metrics import auc_table, group_stats, outcome_table, sweep
 from ..queries import load_queries
-from ..retrieval.index import build_index
+from ..retrieval.index import IndexOptions, build_index
 from ..runs import evaluate_runs, hardest_queries, read_trec_run, write_trec_runs
 from ..score_tables import write_score_table
 from ..scoring import score_table
@@ -441,7 +441,7 @@ def access_demonstration(spec: BundledCorpus, queries: pd.DataFrame, embedder, *
         spec.corpus,
         exclude=spec.exclude,
         embedder=embedder,
-        access=AccessPolicy.from_options(access_map=FASTAPI_ACCESS_MAP),
+        options=IndexOptions(access=AccessPolicy.from_options(access_map=FASTAPI_ACCESS_MAP)),
     )
     return access_gating(access_score_tables(index, queries), queries, n_splits=n_splits)
 

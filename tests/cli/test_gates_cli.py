@@ -142,7 +142,29 @@ def test_ask_finds_the_gates_corpus_or_says_what_to_pass(scores_csv, tmp_path, c
     document["provenance"]["corpus"] = str(tmp_path / "moved-away")
     gate_path.write_text(json.dumps(document))
     code, out, err = ask(capsys, "--gate", str(gate_path), "How do I set a cookie?")
-    assert code == 2 and out == "" and "moved-away" in err and "pass --corpus DIR" in err
+    assert code == 2 and out == "" and "moved-away" in err and "--corpus DIR" in err
+
+
+def test_load_gate_index_rebuilds_the_index_the_gate_was_fitted_on(scores_csv, fastapi_index, tmp_path):
+    from ragcal import load_gate_index
+    from ragcal.gates import ask as ask_gate
+    from ragcal.gates import load_gate
+
+    gate_path = tmp_path / "gate.json"
+    assert main(["fit-gate", str(scores_csv), "--out", str(gate_path)]) == 0
+    index = load_gate_index(gate_path)  # what ragcal ask builds, for a notebook user
+    for key in ("chunks_sha256", "model_fingerprint", "chunker", "max_tokens", "excluded", "dense_index"):
+        assert index.config[key] == fastapi_index.config[key], key
+    gate = load_gate(gate_path, index=index)  # its provenance checks pass on the rebuilt index
+    decision = ask_gate(gate, index, ["How do I set a cookie on the response?"])[0][0]
+    assert decision.action == "answer"
+    document = json.loads(gate_path.read_text())
+    corpus = document["provenance"]["corpus"]
+    document["provenance"]["corpus"] = str(tmp_path / "moved-away")
+    gate_path.write_text(json.dumps(document))
+    with pytest.raises(ValueError, match=r"moved-away.*corpus="):
+        load_gate_index(gate_path)
+    assert load_gate_index(gate_path, corpus=corpus).config["chunks_sha256"] == fastapi_index.config["chunks_sha256"]
 
 
 def test_ask_warns_when_the_corpus_changed(scores_csv, fastapi_slice, embedder, tmp_path, capsys):

@@ -14,9 +14,9 @@ from conftest import write
 from ragcal.access import AccessPolicy
 from ragcal.gates import GateFileError, ThresholdGate
 from ragcal.gates.files import PROVENANCE_KEYS, check_provenance, index_options, save_gate
-from ragcal.judges import JUDGE, Judge, judge_config, judge_results, load_judge
+from ragcal.judges import JUDGE, Judge, JudgeReader, judge_config, judge_results, load_judge
 from ragcal.retrieval.base import RetrievalResult
-from ragcal.retrieval.index import build_index
+from ragcal.retrieval.index import IndexOptions, build_index
 
 
 class TableJudge:
@@ -137,11 +137,12 @@ def small_corpus(tmp_path):
 
 
 def test_the_index_adds_the_judge_view_keeps_it_in_views_and_records_it(small_corpus, embedder):
-    plain = build_index(small_corpus, embedder=embedder, access=AccessPolicy())
+    plain = build_index(small_corpus, embedder=embedder, options=IndexOptions(access=AccessPolicy()))
     texts = {chunk.chunk_id: chunk.text for chunk in plain.chunks}
     by_page = {chunk.doc_path: chunk.chunk_id for chunk in plain.chunks}
     judge = TableJudge({texts[by_page["cookies.md"]]: 0.8, texts[by_page["secret.md"]]: 0.95})
-    index = build_index(small_corpus, embedder=embedder, access=AccessPolicy(), judge=judge, judge_depth=2)
+    reader = JudgeReader(judge, depth=2)
+    index = build_index(small_corpus, embedder=embedder, options=IndexOptions(access=AccessPolicy()), readers=[reader])
     assert index._saved == plain._saved and plain._saved is not None  # one saved index serves both
     assert JUDGE in index.retriever_names and JUDGE not in plain.retriever_names
     assert {key: index.config[key] for key in ("judge", "judge_fingerprint", "judge_depth")} == {
@@ -154,7 +155,7 @@ def test_the_index_adds_the_judge_view_keeps_it_in_views_and_records_it(small_co
     assert set(judged.chunk_ids) == set(dense.chunk_ids[:2]) and judged.scores.tolist() == expected
     assert judged.info["judge_at_first"] == judge.probabilities.get(texts[dense.chunk_ids[0]], 0.0)
     public = index.restrict(["public"])
-    assert public.judge is judge and public.judge_depth == 2 and JUDGE in public.retriever_names
+    assert public.readers == (reader,) and JUDGE in public.retriever_names
     seen = public.retrieve(["How do I set a cookie?"])[JUDGE][0]
     assert by_page["secret.md"] not in seen.chunk_ids and seen.scores[0] == 0.8  # the internal runbook is never read
     assert JUDGE not in plain.retrieve(["How do I set a cookie?"])

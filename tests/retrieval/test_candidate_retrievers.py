@@ -16,7 +16,7 @@ from ragcal.chunking import page_of
 from ragcal.queries import load_queries
 from ragcal.retrieval import retrieve_with, tokenize
 from ragcal.retrieval.candidates import candidate_pool, candidate_retrievers, passage_text
-from ragcal.retrieval.index import build_index
+from ragcal.retrieval.index import IndexOptions, build_index
 from ragcal.scoring import score_table
 from ragcal.signals import SIGNALS
 
@@ -189,7 +189,7 @@ def test_ragcals_own_dense_run_fed_back_gives_the_same_top_scores(tmp_path, embe
     """An index's dense top 3, written as a TREC run plus passages, scores back to the same dense_top1 and dense_gap."""
     for page, text in PAGES.items():
         write(tmp_path / "corpus" / page, text)
-    index = build_index(tmp_path / "corpus", embedder=embedder, persist=False)
+    index = build_index(tmp_path / "corpus", embedder=embedder, options=IndexOptions(persist=False))
     assert len(index.chunks) == len(PAGES)  # one chunk per page
     queries = load_queries(write(tmp_path / "queries.csv", CORPUS_QUERIES), corpus_paths=index.doc_paths)
     retrieved = index.retrieve(queries["query"], depth=3)

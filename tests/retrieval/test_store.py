@@ -12,7 +12,7 @@ from ragcal.access import AccessPolicy
 from ragcal.corpus import IncludeWarning
 from ragcal.embedding import CacheWarning, ModelSpec
 from ragcal.retrieval import dense as dense_module
-from ragcal.retrieval.index import build_index
+from ragcal.retrieval.index import IndexOptions, build_index
 from ragcal.retrieval.store import IndexCacheWarning, save_index
 
 QUESTIONS = ["How do I set a cookie?", "What is a background task?", "zebra migration patterns"]
@@ -82,7 +82,8 @@ def test_a_second_build_loads_the_saved_index_and_answers_the_same(corpus, tmp_p
     embedder = CachedHashEmbedder(tmp_path / "cache")
     built = build_index(corpus, embedder=embedder, exclude=())
     assert len(entries(tmp_path / "cache")) == 1
-    fresh = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "other"), exclude=(), persist=False)
+    fresh = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "other"), exclude=(),
+        options=IndexOptions(persist=False))
 
     def no_build(*args, **kwargs):
         raise AssertionError("the dense index was rebuilt instead of loaded")
@@ -123,7 +124,8 @@ def test_a_changed_corpus_never_loads_the_old_index(corpus, tmp_path, change):
         write(corpus.parent / "docs_src" / "later.py", "quokka = 1\n")
     index = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
     texts = " ".join(chunk.text for chunk in index.chunks)
-    expected = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "clean"), exclude=(), persist=False)
+    expected = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "clean"), exclude=(),
+        options=IndexOptions(persist=False))
     assert [c.text for c in index.chunks] == [c.text for c in expected.chunks]
     assert index.config == expected.config
     assert ("quokka" in texts) == (change != "remove a page")
@@ -136,15 +138,16 @@ def test_other_options_model_index_kind_or_access_get_their_own_index(corpus, tm
     cache = tmp_path / "cache"
     base = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
     variants = {
-        "chunking": build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(), max_tokens=8),
+        "chunking": build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(),
+            options=IndexOptions(max_tokens=8)),
         "model": build_index(corpus, embedder=CachedHashEmbedder(cache, name="other-model"), exclude=()),
-        "index kind": build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(), dense_index="hnsw"),
+        "index kind": build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(),
+            options=IndexOptions(dense_index="hnsw")),
         "excluded": build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=("guide/files.md",)),
     }
     access_map = write(tmp_path / "access.csv", "path_glob,level\nguide/*,internal\n")
-    variants["access"] = build_index(
-        corpus, embedder=CachedHashEmbedder(cache), exclude=(), access=AccessPolicy.from_options(access_map=access_map)
-    )
+    variants["access"] = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(),
+        options=IndexOptions(access=AccessPolicy.from_options(access_map=access_map)))
     assert len(entries(cache)) == 1 + len(variants)
     assert len(variants["chunking"].chunks) > len(base.chunks)
     assert variants["model"].config["model_fingerprint"] == "other-model@test"
@@ -152,9 +155,8 @@ def test_other_options_model_index_kind_or_access_get_their_own_index(corpus, tm
     assert "guide/files.md" not in variants["excluded"].doc_paths
     assert "internal" in variants["access"].levels and "internal" not in base.levels
     # Each loads as itself the next time.
-    again = build_index(
-        corpus, embedder=CachedHashEmbedder(cache), exclude=(), access=AccessPolicy.from_options(access_map=access_map)
-    )
+    again = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(),
+        options=IndexOptions(access=AccessPolicy.from_options(access_map=access_map)))
     assert again.levels == variants["access"].levels
 
 
@@ -162,11 +164,11 @@ def test_query_time_parameters_reuse_the_saved_graph(corpus, tmp_path):
     from ragcal.retrieval.ann import DenseIndexSpec
 
     cache = tmp_path / "cache"
-    build_index(
-        corpus, embedder=CachedHashEmbedder(cache), exclude=(), dense_index=DenseIndexSpec("hnsw", ef_search=16)
-    )
+    build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(),
+        options=IndexOptions(dense_index=DenseIndexSpec("hnsw", ef_search=16)))
     loader = CachedHashEmbedder(cache)
-    index = build_index(corpus, embedder=loader, exclude=(), dense_index=DenseIndexSpec("hnsw", ef_search=128))
+    index = build_index(corpus, embedder=loader, exclude=(),
+        options=IndexOptions(dense_index=DenseIndexSpec("hnsw", ef_search=128)))
     assert loader.calls == 0 and len(entries(cache)) == 1
     assert index.config["ef_search"] == 128 and index.dense.index_spec.ef_search == 128
 
@@ -236,7 +238,7 @@ def test_build_warnings_are_issued_again_on_load(tmp_path):
 
 def test_nothing_is_saved_without_a_cache(corpus, tmp_path):
     cache = tmp_path / "cache"
-    build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(), persist=False)
+    build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=(), options=IndexOptions(persist=False))
     embedder = CachedHashEmbedder(cache)
     embedder.use_cache = False
     build_index(corpus, embedder=embedder, exclude=())
@@ -248,7 +250,8 @@ def test_access_views_of_a_loaded_index_equal_those_of_a_fresh_one(corpus, tmp_p
     cache = tmp_path / "cache"
     build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
     loaded = build_index(corpus, embedder=CachedHashEmbedder(cache), exclude=())
-    fresh = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "clean"), exclude=(), persist=False)
+    fresh = build_index(corpus, embedder=CachedHashEmbedder(tmp_path / "clean"), exclude=(),
+        options=IndexOptions(persist=False))
     assert set(loaded.levels) == {"public", "internal"}
     public_loaded, public_fresh = loaded.restrict(["public"]), fresh.restrict(["public"])
     assert same_retrieval(public_loaded, public_fresh)

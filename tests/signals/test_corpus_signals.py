@@ -10,6 +10,7 @@ import pytest
 from ragcal.embedding import ModelSpec
 from ragcal.retrieval import BM25Retriever, DenseRetriever, retrieve_with, tokenize
 from ragcal.retrieval.diagnostics import DIAGNOSTICS, RetrieverBatch, attach_diagnostics
+from ragcal.retrieval.index import IndexOptions
 from ragcal.scoring import score_table
 from ragcal.signals import (
     SIGNALS,
@@ -193,7 +194,7 @@ def test_a_corpus_signal_through_an_index_and_an_access_view(fastapi_slice, tmp_
         access_map = tmp_path / "access.csv"
         access_map.write_text("path_glob,level\nadvanced/response-cookies.md,internal\n")
         policy = AccessPolicy.from_options(access_map=access_map)
-        index = build_index(fastapi_slice, embedder=WordHashEmbedder(), access=policy)
+        index = build_index(fastapi_slice, embedder=WordHashEmbedder(), options=IndexOptions(access=policy))
         view = index.restrict(["public"])
         texts = ["How do I set a cookie on the response?", "CORS middleware origins"]
         through_view = index.retrieve(texts, allowed_levels=["public"])

@@ -12,6 +12,7 @@ import pytest
 from ragcal.datasets import FASTAPI_QUERIES
 from ragcal.queries import load_queries
 from ragcal.retrieval import RetrievalResult
+from ragcal.retrieval.index import IndexOptions
 from ragcal.scoring import score_table
 from ragcal.signals import (
     SIGNALS,
@@ -126,7 +127,8 @@ def test_diagnostics_of_a_restricted_view_come_from_its_retrievers(fastapi_slice
 
     access_map = tmp_path / "access.csv"
     access_map.write_text("path_glob,level\nadvanced/response-cookies.md,internal\n")
-    index = build_index(fastapi_slice, embedder=embedder, access=AccessPolicy.from_options(access_map=access_map))
+    index = build_index(fastapi_slice, embedder=embedder,
+        options=IndexOptions(access=AccessPolicy.from_options(access_map=access_map)))
     view = index.restrict(["public"])
     assert "advanced/response-cookies.md" not in {chunk.doc_path for chunk in view.chunks}
     texts = ["How do I set a cookie on the response?", "CORS middleware origins", "the of and", ""]
