@@ -226,37 +226,45 @@ def threshold_copy(
     first = tables[labels[0]]
     slices = first["slice"].to_numpy()
     answerable = first["answerable"].to_numpy(dtype=bool)
+    scores = {label: tables[label][signal].to_numpy(dtype=float) for label in labels}
     rows = []
     splits = progress(range(n_splits), desc="threshold copies", unit="split", disable=n_splits < LONG_LOOP)
     for split in splits:
         calibration = split_by_slice(slices, random_state=random_state + split)
+        fits = []
         for rule in rules:
             for fitted_on in labels:
                 threshold, fallback, _ = fit_rule(
-                    rule,
-                    tables[fitted_on][signal].to_numpy(dtype=float)[calibration],
-                    answerable[calibration],
-                    higher_is_answerable=higher,
+                    rule, scores[fitted_on][calibration], answerable[calibration], higher_is_answerable=higher
                 )
-                for applied_to in labels:
-                    evaluation = tables[applied_to][~calibration]
-                    outcome = outcome_table(
-                        evaluation, signal, [threshold], higher_is_answerable=higher, intervals=False
-                    )
-                    outcome = outcome.iloc[0].drop("threshold").to_dict()
-                    if math.isnan(threshold):
-                        outcome = {key: (value if key.endswith("_n") else np.nan) for key, value in outcome.items()}
-                    rows.append(
-                        {
-                            "split": split,
-                            "rule": rule,
-                            "fitted_on": fitted_on,
-                            "applied_to": applied_to,
-                            "threshold": threshold,
-                            "fallback": fallback,
-                            **outcome,
-                        }
-                    )
+                fits.append((rule, fitted_on, threshold, fallback))
+        thresholds = [threshold for _, _, threshold, _ in fits]
+        # Every fitted threshold on each model's evaluation half at once: outcome_table counts each one alone.
+        outcomes = {
+            applied_to: outcome_table(
+                tables[applied_to][~calibration], signal, thresholds, higher_is_answerable=higher, intervals=False
+            )
+            .drop(columns="threshold")
+            .astype(float)
+            .to_dict("records")
+            for applied_to in labels
+        }
+        for position, (rule, fitted_on, threshold, fallback) in enumerate(fits):
+            for applied_to in labels:
+                outcome = outcomes[applied_to][position]
+                if math.isnan(threshold):
+                    outcome = {key: (value if key.endswith("_n") else np.nan) for key, value in outcome.items()}
+                rows.append(
+                    {
+                        "split": split,
+                        "rule": rule,
+                        "fitted_on": fitted_on,
+                        "applied_to": applied_to,
+                        "threshold": threshold,
+                        "fallback": fallback,
+                        **outcome,
+                    }
+                )
     return pd.DataFrame(rows)
 
 

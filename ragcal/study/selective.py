@@ -295,15 +295,24 @@ def population_check(table, results, gold, *, n_draws: int = 200, size: int | No
     rng = np.random.default_rng(random_state)
     broken = {(gate, rule): 0 for gate, (_, rules) in CERTIFIED_GATES.items() for rule in rules}
     certified_draws = dict.fromkeys(CERTIFIED_GATES, 0)
+    population = {}  # a gate fitted again on another draw decides the population as before: computed once
+
+    def decide_population(gate):
+        key = json.dumps(gate.to_dict(), sort_keys=True)
+        if key not in population:
+            answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
+            supported = table_support(gate, table, results, gold) if answered.any() else None
+            population[key] = answered, supported
+        return population[key]
+
     for _ in range(n_draws):
         drawn = table.iloc[rng.integers(0, len(table), size)]
         for gate_name, fit in fitters.items():
-            gate = fit(drawn)
-            answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
+            answered, supported = decide_population(fit(drawn))
             if not answered.any():
                 continue  # nothing certified: refuses everything, claims nothing
             certified_draws[gate_name] += 1
-            unsupported = answered & ~table_support(gate, table, results, gold)
+            unsupported = answered & ~supported
             rates = {
                 "recall_guarantee": answered[answerable].mean(),
                 "false_answer_guarantee": answered[~answerable].mean(),
