@@ -35,6 +35,7 @@ import pandas as pd
 from . import __version__
 from .benchmarks.candidates import CandidateSet
 from .embedding.protocol import embedder_name
+from .formatting import listing
 from .retrieval.candidates import candidate_retrievers
 from .retrieval.protocol import retrieve_with
 from .retrieval.readers import apply_readers, check_readers, readers_config
@@ -88,9 +89,7 @@ def candidate_queries(candidates: CandidateSet) -> pd.DataFrame:
     """
     unlabeled = [question.id for question in candidates.questions if question.answerable is None]
     if unlabeled:
-        shown = ", ".join(map(repr, unlabeled[:10])) + (
-            f" and {len(unlabeled) - 10} more" if len(unlabeled) > 10 else ""
-        )
+        shown = listing(unlabeled, show=repr)
         raise ValueError(f"{candidates.source}: {len(unlabeled)} question(s) carry no 'answerable' label: {shown}")
     return pd.DataFrame(
         {

@@ -54,6 +54,7 @@ import pandas as pd
 
 from ._io import check_csv_delimiter, sha256_file
 from ._params import check_choice
+from .formatting import LISTED, listing
 from .metrics.binary import is_binary_signal
 from .score_tables import SCORE_KEY_COLUMNS
 from .signal_directions import DIRECTIONS, decide_directions, direction_warning
@@ -71,15 +72,8 @@ __all__ = [
 BOOLEAN_VALUES = {"true": 1.0, "yes": 1.0, "false": 0.0, "no": 0.0}
 #: Columns of a long file (``direction`` is optional).
 LONG_COLUMNS = ("id", "name", "value")
-#: How many offending ids or cells an error message lists.
-LISTED = 10
 
 
-def _listing(items, total: int | None = None) -> str:
-    items = list(items)
-    total = len(items) if total is None else total
-    shown = ", ".join(map(str, items[:LISTED]))
-    return shown + (f" and {total - LISTED} more" if total > LISTED else "")
 
 
 @dataclass(frozen=True)
@@ -219,7 +213,7 @@ def _read_long(frame: pd.DataFrame, source: str, unit: str) -> tuple[pd.DataFram
         pairs = [
             f"({ids.iloc[row]!r}, {names.iloc[row]!r}) at {_position(unit, row)}" for row in np.flatnonzero(repeated)
         ]
-        raise ValueError(f"{source}: {len(pairs)} rows repeat an (id, name) pair: {_listing(pairs)}")
+        raise ValueError(f"{source}: {len(pairs)} rows repeat an (id, name) pair: {listing(pairs)}")
     directions = {}
     if "direction" in frame.columns:
         spelled = frame["direction"].astype(str).str.strip().str.lower()
@@ -254,7 +248,7 @@ def _read_wide(frame: pd.DataFrame, source: str, unit: str) -> pd.DataFrame:
     repeated = np.flatnonzero(ids.duplicated(keep=False).to_numpy())
     if repeated.size:
         listed = [f"{ids.iloc[row]!r} at {_position(unit, row)}" for row in repeated]
-        raise ValueError(f"{source}: {len(listed)} rows repeat an id: {_listing(listed)}")
+        raise ValueError(f"{source}: {len(listed)} rows repeat an id: {listing(listed)}")
     names = [column for column in frame.columns if column != "id"]
     if not names:
         raise ValueError(f"{source}: no signal column besides 'id' (a wide file has id, then one column per signal)")
@@ -360,7 +354,7 @@ def _table_ids(table: pd.DataFrame, source: str) -> pd.Index:
     repeated = ids[ids.duplicated()].unique()
     if len(repeated):
         raise ValueError(
-            f"{source}: ids appear more than once ({_listing(repeated)}); joining by id needs one row each"
+            f"{source}: ids appear more than once ({listing(repeated)}); joining by id needs one row each"
         )
     return ids
 
@@ -370,7 +364,7 @@ def check_logged_ids(logged: LoggedSignals, ids, *, source: str = "score table")
     known = pd.Index(pd.Series(list(ids), dtype=object).astype(str).str.strip())
     unknown = logged.values.index[~logged.values.index.isin(known)]
     if len(unknown):
-        raise ValueError(f"{logged.source}: {len(unknown)} id(s) are not questions of {source}: {_listing(unknown)}")
+        raise ValueError(f"{logged.source}: {len(unknown)} id(s) are not questions of {source}: {listing(unknown)}")
 
 
 def join_signals(
@@ -429,7 +423,7 @@ def join_signals(
         missing = {name: list(ids[aligned[name].isna().to_numpy()]) for name in logged.names}
         missing = {name: listed for name, listed in missing.items() if listed}
         if missing:
-            described = "; ".join(f"{name}: {len(listed)} ({_listing(listed)})" for name, listed in missing.items())
+            described = "; ".join(f"{name}: {len(listed)} ({listing(listed)})" for name, listed in missing.items())
             raise ValueError(
                 f"{logged.source}: no value for some questions of {source} ({described}); add them, or allow "
                 "missing values (allow_missing=True, --allow-missing) to keep them as NaN"

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ._io import atomic_write_text
 from .chunking import pages_of
+from .formatting import listing
 from .metrics.retrieval import retrieval_metrics
 from .queries import close_path, gold_pages, unknown_paths_message
 
@@ -53,10 +54,6 @@ def read_trec_run(path) -> pd.DataFrame:
     return frame.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
 
 
-def _listing(items, limit: int = 10) -> str:
-    items = list(items)
-    shown = ", ".join(map(str, items[:limit]))
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def check_queries_against_runs(
@@ -91,9 +88,9 @@ def check_queries_against_runs(
     missing = [query_id for query_id, pages in gold.items() if pages and query_id not in run_ids]
     if missing:
         raise ValueError(
-            f"{source}: query id(s) {_listing(missing)} not in any run file in {runs_label} "
+            f"{source}: query id(s) {listing(missing)} not in any run file in {runs_label} "
             f"({len(missing)} of {sum(bool(pages) for pages in gold.values())} answerable queries; the runs hold ids "
-            f"such as {_listing(sorted(run_ids), 5)}). They would score 0 on every metric. Evaluate the query file the "
+            f"such as {listing(sorted(run_ids), limit=5)}). They would score 0 on every metric. Evaluate the query file the "
             f"runs were made from, or make runs for this file with `ragcal score {source} --out SCORES.csv --runs DIR`."
         )
     gold_paths = list(dict.fromkeys(path for pages in gold.values() for path in sorted(pages)))

@@ -23,6 +23,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+from ..formatting import listing
 from .candidates import (
     CandidateFileError,
     CandidateQuestion,
@@ -35,14 +36,6 @@ from .candidates import (
 
 __all__ = ["read_trec_candidates", "read_trec_lines", "read_beir_passages"]
 
-#: How many unknown ids an error message lists before "and N more".
-_LISTED = 10
-
-
-def _listing(items) -> str:
-    items = list(items)
-    shown = ", ".join(map(repr, items[:_LISTED]))
-    return shown + (f" and {len(items) - _LISTED} more" if len(items) > _LISTED else "")
 
 
 def read_trec_lines(path, *, tag: str | None = None) -> dict[str, list[tuple[int, int, str, float]]]:
@@ -118,11 +111,11 @@ def read_trec_lines(path, *, tag: str | None = None) -> dict[str, list[tuple[int
             raise CandidateFileError(f"{path}, line {line_number + 1}: not UTF-8 text ({error.reason})") from error
     if tag is None and len(tags) > 1:
         raise CandidateFileError(
-            f"{path}: holds {len(tags)} runs (tags {_listing(tags)}); name the one to score "
+            f"{path}: holds {len(tags)} runs (tags {listing(tags, show=repr)}); name the one to score "
             "(tag= in Python, --run-tag on the command line)"
         )
     if tag is not None and tag not in tags:
-        raise CandidateFileError(f"{path}: no line has the tag {tag!r}; its tags are {_listing(tags) or 'none'}")
+        raise CandidateFileError(f"{path}: no line has the tag {tag!r}; its tags are {listing(tags, show=repr) or 'none'}")
     if not lines:
         raise CandidateFileError(f"{path}: no run lines")
     for qid, ranked in lines.items():
@@ -230,7 +223,7 @@ def read_trec_candidates(run_path, passages_path, *, queries=None, tag: str | No
     unknown = [qid for qid in run if qid not in known]
     if unknown:
         raise CandidateFileError(
-            f"{run_path}: {len(unknown)} question id(s) not in the query file {queries}: {_listing(unknown)}"
+            f"{run_path}: {len(unknown)} question id(s) not in the query file {queries}: {listing(unknown, show=repr)}"
         )
     listed = dict.fromkeys(docid for ranked in run.values() for _, _, docid, _ in ranked)
     gold_entries = {entry for gold in labels["gold"] for entry in gold}
@@ -238,14 +231,14 @@ def read_trec_candidates(run_path, passages_path, *, queries=None, tag: str | No
     missing = [docid for docid in listed if docid not in passages]
     if missing:
         raise CandidateFileError(
-            f"{run_path}: {len(missing)} docid(s) not in the passages file {passages_path}: {_listing(missing)}"
+            f"{run_path}: {len(missing)} docid(s) not in the passages file {passages_path}: {listing(missing, show=repr)}"
         )
     page_owner = {page: passage_id for passage_id, page in passage_pages(listed).items()}
     unresolved = [entry for entry in sorted(gold_entries) if entry not in passages and entry not in page_owner]
     if unresolved:
         raise CandidateFileError(
             f"{queries}, column 'gold': {len(unresolved)} entr(y/ies) name no passage of {passages_path} and no page "
-            f"of a passage the run lists: {_listing(unresolved)}"
+            f"of a passage the run lists: {listing(unresolved, show=repr)}"
         )
     questions = []
     for row in labels.itertuples(index=False):

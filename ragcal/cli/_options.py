@@ -268,7 +268,9 @@ def report_visibility(index, queries_path=None) -> None:
 
     hidden = index.hidden_gold_questions(load_queries(queries_path))
     if hidden:
-        shown = ", ".join(map(str, hidden[:10])) + (f" and {len(hidden) - 10} more" if len(hidden) > 10 else "")
+        from ..formatting import listing
+
+        shown = listing(hidden)
         print(
             f"ragcal: warning: {len(hidden)} answerable question(s) have no gold page visible at level(s) {levels} "
             f"({shown}). For this caller they are unanswerable: relabel them (answerable=false) in a labeled set "
