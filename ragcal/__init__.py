@@ -28,7 +28,7 @@ everything else is imported from the module that defines it:
 :mod:`ragcal.study` is our own experiment, not the library.
 """
 
-from importlib import import_module
+from ._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -84,13 +84,4 @@ _API = {
 __all__ = ["__version__", *_API]
 
 
-def __getattr__(name):
-    if name in _API:
-        value = getattr(import_module(f".{_API[name]}", __name__), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'ragcal' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _API, globals())

@@ -26,10 +26,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from ._io import atomic_write_text, delimiter_problem
+from ._io import atomic_write_text
 from .metrics import outcome_table
+from .monitoring.review_files import LABELING_COLUMNS, read_review_cells
 from .plotting import ScoreDistributionDisplay, TradeoffDisplay, figure_style
-from .queries import ANSWERABLE_EXPECTED, describe_cell, parse_answerable
+from .queries import parse_answerable
 
 __all__ = ["LabelProgress", "Labeler", "ThresholdExplorer"]
 
@@ -160,8 +161,9 @@ class ThresholdExplorer:
         return widgets.VBox([slider, output])
 
 
-#: Columns a review CSV must have, besides ``page_<i>, heading_<i>, text_<i>`` for i = 1..K (see ``docs/labeling.md``).
-REVIEW_COLUMNS = ("id", "query", "answerable", "slice", "gold", "decision", "score")
+#: Columns a review CSV must have to be labeled, besides ``page_<i>, heading_<i>, text_<i>`` for i = 1..K (see
+#: ``docs/labeling.md``); the review files' reader checks them (:func:`ragcal.monitoring.review_files.read_review_cells`).
+REVIEW_COLUMNS = LABELING_COLUMNS
 #: Slices the dropdown always offers; any other slice already in the file is added after them.
 DEFAULT_SLICES = ("answerable", "near-domain", "unrelated")
 _PAGE_COLUMN = re.compile(r"page_(\d+)")
@@ -225,7 +227,7 @@ class Labeler:
 
     def __init__(self, path, *, slices=DEFAULT_SLICES):
         self.path = Path(path)
-        self._table = _read_review(self.path)
+        self._table = read_review_cells(self.path, columns=LABELING_COLUMNS, passages=True)
         self._stamp = _file_stamp(self.path)
         self.page_columns = tuple(
             sorted(
@@ -527,44 +529,3 @@ def _score_text(score: str) -> str:
         return f"{float(score):.3f}"
     except ValueError:
         return html.escape(score) or "n/a"
-
-
-def _read_review(path: Path) -> pd.DataFrame:
-    """The review CSV's cells as text, validated; see :class:`Labeler` for what is checked."""
-    if not path.is_file():
-        raise ValueError(f"{path}: review file not found")
-    with open(path, encoding="utf-8-sig", errors="replace") as stream:
-        problem = delimiter_problem(stream.readline())
-    if problem:
-        raise ValueError(f"{path}: {problem}")
-    try:
-        table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
-    pages = sorted(
-        (int(match[1]) for match in map(_PAGE_COLUMN.fullmatch, table.columns) if match),
-    )
-    if not pages:
-        raise ValueError(
-            f"{path}: not a review CSV: no 'page_1' column (the top passages: page_<i>, heading_<i>, text_<i>)"
-        )
-    needed = [*REVIEW_COLUMNS, *(f"{part}_{number}" for number in pages for part in ("heading", "text"))]
-    missing = [column for column in needed if column not in table.columns]
-    if missing:
-        raise ValueError(
-            f"{path}: not a review CSV: missing column(s) {', '.join(repr(column) for column in missing)}; "
-            f"it needs {', '.join(REVIEW_COLUMNS)} and page_<i>, heading_<i>, text_<i> for each passage"
-        )
-    if table.empty:
-        raise ValueError(f"{path}: no rows to label")
-    for position, cells in enumerate(table.itertuples(index=False)):
-        where = f"{path}, line {position + 2}"
-        flag = parse_answerable(cells.answerable) if cells.answerable.strip() else None
-        if cells.answerable.strip() and flag is None:
-            raise ValueError(
-                f"{where}, column 'answerable': {ANSWERABLE_EXPECTED} or empty, got {describe_cell(cells.answerable)}"
-            )
-        if cells.gold.strip() and not flag:
-            state = "not answerable" if flag is False else "not labeled"
-            raise ValueError(f"{where}, column 'gold': gold pages {cells.gold!r} on a row {state}")
-    return table

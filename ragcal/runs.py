@@ -21,6 +21,7 @@ from .queries import close_path, gold_pages, unknown_paths_message
 
 __all__ = [
     "read_trec_run",
+    "trec_run_lines",
     "format_trec_run",
     "write_trec_run",
     "write_trec_runs",
@@ -29,27 +30,59 @@ __all__ = [
     "hardest_queries",
 ]
 
+def trec_run_lines(path, *, error=ValueError):
+    """Every line of a TREC run file as ``(line number, qid, docid, rank, score, tag)``: ragcal's one TREC parser.
+
+    Blank lines are skipped. The score may be NaN or infinite here; a reader
+    that needs finite scores (:func:`ragcal.benchmarks.trec.read_trec_lines`)
+    checks it.
+
+    Parameters
+    ----------
+    path : str or Path
+    error : type of Exception, default=ValueError
+        Raised, naming the file (and line, and field): the file is missing or
+        unreadable, a line has not six fields, a rank is not an integer, a
+        score is not a number, the text is not UTF-8.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: run file not found")
+    try:
+        stream = open(path, encoding="utf-8")
+    except OSError as problem:
+        raise error(f"{path}: cannot be read ({problem})") from problem
+    with stream:
+        line_number = 0
+        try:
+            for line_number, line in enumerate(stream, start=1):
+                fields = line.split()
+                if not fields:
+                    continue
+                where = f"{path}, line {line_number}"
+                if len(fields) != 6:
+                    raise error(f"{where}: expected 6 fields 'qid Q0 docid rank score tag', got {len(fields)}")
+                qid, _, docid, rank_text, score_text, tag = fields
+                try:
+                    rank = int(rank_text)
+                except ValueError:
+                    raise error(f"{where}, field 'rank': expected an integer, got {rank_text!r}") from None
+                try:
+                    score = float(score_text)
+                except ValueError:
+                    raise error(f"{where}, field 'score': expected a finite number, got {score_text!r}") from None
+                yield line_number, qid, docid, rank, score, tag
+        except UnicodeDecodeError as problem:
+            raise error(f"{path}, line {line_number + 1}: not UTF-8 text ({problem.reason})") from problem
+
+
 def read_trec_run(path) -> pd.DataFrame:
     """Read a TREC run file into columns ``qid, docid, rank, score, tag``.
 
     Rows are sorted by query and rank. Raises ``ValueError`` naming the file
-    and line on a malformed row.
+    and line on a malformed row (:func:`trec_run_lines`).
     """
-    path = Path(path)
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 6:
-                raise ValueError(
-                    f"{path}, line {line_number}: expected 6 fields 'qid Q0 docid rank score tag', got {len(parts)}"
-                )
-            try:
-                rows.append((parts[0], parts[2], int(parts[3]), float(parts[4]), parts[5]))
-            except ValueError as error:
-                raise ValueError(f"{path}, line {line_number}: {error}") from error
+    rows = [fields[1:] for fields in trec_run_lines(path)]
     frame = pd.DataFrame(rows, columns=["qid", "docid", "rank", "score", "tag"])
     return frame.sort_values(["qid", "rank"], kind="stable").reset_index(drop=True)
 

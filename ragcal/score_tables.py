@@ -28,6 +28,7 @@ __all__ = [
     "SCORE_KEY_COLUMNS",
     "SCORE_TABLE_FORMATS",
     "signal_columns",
+    "answerable_sign",
     "unanswerable_slices",
     "slice_column",
     "check_score_table",
@@ -51,6 +52,11 @@ def signal_columns(table: pd.DataFrame) -> list[str]:
         and pd.api.types.is_numeric_dtype(table[column])
         and not pd.api.types.is_bool_dtype(table[column])
     ]
+
+
+def answerable_sign(higher_is_answerable: bool) -> float:
+    """``1.0`` when a higher score means answerable, else ``-1.0``: a signal times it is higher when answerable."""
+    return 1.0 if higher_is_answerable else -1.0
 
 
 def unanswerable_slices(table: pd.DataFrame) -> list[str]:

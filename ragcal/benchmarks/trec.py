@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..formatting import listing
+from ..runs import trec_run_lines
 from .candidates import (
     CandidateFileError,
     CandidateQuestion,
@@ -65,50 +66,22 @@ def read_trec_lines(path, *, tag: str | None = None) -> dict[str, list[tuple[int
         increase down a ranking (distances, not similarities).
     """
     path = Path(path)
-    if not path.is_file():
-        raise CandidateFileError(f"{path}: run file not found")
     lines: dict[str, list[tuple[int, int, str, float]]] = {}
     seen: dict[tuple[str, str], int] = {}
     tags: dict[str, int] = {}
-    try:
-        stream = open(path, encoding="utf-8")
-    except OSError as error:
-        raise CandidateFileError(f"{path}: cannot be read ({error})") from error
-    with stream:
-        line_number = 0
-        try:
-            for line_number, line in enumerate(stream, start=1):
-                fields = line.split()
-                if not fields:
-                    continue
-                where = f"{path}, line {line_number}"
-                if len(fields) != 6:
-                    raise CandidateFileError(
-                        f"{where}: expected 6 fields 'qid Q0 docid rank score tag', got {len(fields)}"
-                    )
-                qid, _, docid, rank_text, score_text, run_tag = fields
-                tags.setdefault(run_tag, line_number)
-                if tag is not None and run_tag != tag:
-                    continue
-                try:
-                    rank = int(rank_text)
-                except ValueError:
-                    raise CandidateFileError(f"{where}, field 'rank': expected an integer, got {rank_text!r}") from None
-                try:
-                    score = float(score_text)
-                except ValueError:
-                    score = math.nan
-                if not math.isfinite(score):
-                    raise CandidateFileError(f"{where}, field 'score': expected a finite number, got {score_text!r}")
-                if (qid, docid) in seen:
-                    raise CandidateFileError(
-                        f"{where}, field 'docid': {docid!r} listed twice for question {qid!r} "
-                        f"(first on line {seen[qid, docid]})"
-                    )
-                seen[qid, docid] = line_number
-                lines.setdefault(qid, []).append((rank, line_number, docid, score))
-        except UnicodeDecodeError as error:
-            raise CandidateFileError(f"{path}, line {line_number + 1}: not UTF-8 text ({error.reason})") from error
+    for line_number, qid, docid, rank, score, run_tag in trec_run_lines(path, error=CandidateFileError):
+        tags.setdefault(run_tag, line_number)
+        if tag is not None and run_tag != tag:
+            continue
+        where = f"{path}, line {line_number}"
+        if not math.isfinite(score):
+            raise CandidateFileError(f"{where}, field 'score': expected a finite number, got {str(score)!r}")
+        if (qid, docid) in seen:
+            raise CandidateFileError(
+                f"{where}, field 'docid': {docid!r} listed twice for question {qid!r} (first on line {seen[qid, docid]})"
+            )
+        seen[qid, docid] = line_number
+        lines.setdefault(qid, []).append((rank, line_number, docid, score))
     if tag is None and len(tags) > 1:
         raise CandidateFileError(
             f"{path}: holds {len(tags)} runs (tags {listing(tags, show=repr)}); name the one to score "

@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from ..score_tables import answerable_sign
+
 __all__ = ["THRESHOLD_PLACEMENT", "EDGE_MARGIN", "midway_threshold"]
 
 #: How fitted thresholds are placed, in the words gate files record (``"threshold_placement"``).
@@ -95,7 +97,7 @@ def midway_threshold(threshold: float, scores, *, higher_is_answerable: bool = T
     threshold = float(threshold)
     if not math.isfinite(threshold):
         return threshold
-    sign = 1.0 if higher_is_answerable else -1.0
+    sign = answerable_sign(higher_is_answerable)
     oriented = _finite_unique(sign * np.asarray(scores, dtype=float))
     t = sign * threshold
     if oriented.size == 0 or not np.any(oriented == t):

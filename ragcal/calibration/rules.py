@@ -87,6 +87,7 @@ import numpy as np
 from scipy.stats import binom
 
 from .._params import check_float
+from ..score_tables import answerable_sign
 from .midway import midway_threshold
 
 __all__ = [
@@ -366,7 +367,7 @@ def fit_threshold(
     0.45
     """
     name, value = parse_rule(rule)
-    sign = 1.0 if higher_is_answerable else -1.0
+    sign = answerable_sign(higher_is_answerable)
     oriented = sign * np.asarray(scores, dtype=float)
     answerable = np.asarray(answerable, dtype=bool)
     threshold = RULES[name].fit(

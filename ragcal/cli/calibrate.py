@@ -103,7 +103,7 @@ def _print_rule(row, signal, higher, undefined) -> None:
 
 
 def _direction(args, provenance):
-    from ..signal_directions import signal_direction
+    from ..signals.directions import signal_direction
     from ..signals import SIGNALS
 
     if args.lower_is_answerable:

@@ -141,10 +141,10 @@ def _check_table_reranker(reranker: str, provenance: dict | None, scores_path: P
 def _check_logged_signal(signal: str, provenance: dict | None, scores_path: Path) -> None:
     """A logged signal has a recorded direction, but a gate computes its signals live: it must be registered.
 
-    :func:`ragcal.signal_directions.signal_direction` also refuses a
+    :func:`ragcal.signals.directions.signal_direction` also refuses a
     registered signal whose recorded direction is the other one.
     """
-    from ..signal_directions import signal_direction
+    from ..signals.directions import signal_direction
     from ..signals import SIGNALS
 
     direction = signal_direction(signal, provenance)

@@ -68,9 +68,9 @@ def print_joined(joined, logged, rows: int) -> None:
 
 
 def run_join(args) -> None:
-    from ..logged_signals import join_logged_signals, read_logged_signals
+    from ..signals.logged import join_logged_signals, read_logged_signals
     from ..score_tables import read_csv_table, read_provenance, write_score_table
-    from ..signal_directions import parse_direction_options
+    from ..signals.directions import parse_direction_options
 
     logged = read_logged_signals(args.logged, directions=parse_direction_options(args.direction))
     provenance = read_provenance(args.scores)
@@ -99,9 +99,9 @@ def read_extra_signals(args):
         if args.direction or args.allow_missing:
             raise ValueError("--direction and --allow-missing go with --extra-signals FILE")
         return None
-    from ..logged_signals import check_logged_ids, read_logged_signals
+    from ..signals.logged import check_logged_ids, read_logged_signals
     from ..queries import load_queries
-    from ..signal_directions import parse_direction_options
+    from ..signals.directions import parse_direction_options
     from ..signals import SIGNALS
 
     logged = read_logged_signals(args.extra_signals, directions=parse_direction_options(args.direction))
@@ -119,7 +119,7 @@ def apply_extra_signals(table, config: dict, logged, args) -> tuple:
     """``(table, config)`` with the logged signals joined and recorded; unchanged when ``logged`` is None."""
     if logged is None:
         return table, config
-    from ..logged_signals import join_logged_signals
+    from ..signals.logged import join_logged_signals
 
     joined = join_logged_signals(
         table, logged, provenance=config, allow_missing=args.allow_missing, source=str(args.queries)

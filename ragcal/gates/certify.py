@@ -26,7 +26,7 @@ import pandas as pd
 
 from ..calibration.ltt import certify_candidates, quantile_grid, resolve_method, threshold_answers, threshold_grid
 from ..calibration.rules import fit_threshold, place_threshold
-from ..score_tables import check_score_table
+from ..score_tables import answerable_sign, check_score_table
 from .floor_gap import FloorGapGate, floor_gap_answers, floor_gap_columns
 from .threshold import ThresholdGate, zero_means_no_match
 
@@ -68,7 +68,7 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
     table = check_score_table(table, [signal])
     if higher_is_answerable is None:
         higher_is_answerable = get_signal(signal).higher_is_answerable
-    sign = 1.0 if higher_is_answerable else -1.0
+    sign = answerable_sign(higher_is_answerable)
     scores = sign * table[signal].to_numpy(dtype=float)
     fixed_sequence = resolve_method(rules, method, owner="certify_threshold_gate") == "fixed_sequence"
     candidates = threshold_grid(

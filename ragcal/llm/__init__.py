@@ -19,7 +19,7 @@ One module per concept:
 Importing this package loads nothing heavy: names are imported on first use.
 """
 
-from importlib import import_module
+from .._lazy import lazy_names
 
 _API = {
     "ChatEndpoint": "client",
@@ -68,13 +68,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    if name in _API:
-        value = getattr(import_module(f".{_API[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ragcal.llm' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _API, globals())

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .._params import check_float, check_int
+from ..score_tables import answerable_sign
 from .sources import label_values
 
 __all__ = [
@@ -163,7 +164,7 @@ class LogCounts:
     @property
     def sign(self) -> float:
         """1 when higher means answerable, else -1: ``sign * bin`` is the oriented score."""
-        return 1.0 if self.higher_is_answerable else -1.0
+        return answerable_sign(self.higher_is_answerable)
 
     def _labeled(self, value: bool) -> pd.DataFrame:
         labeled = self.frame[self.frame["answerable"].notna()]
@@ -238,7 +239,7 @@ def count_log(table: pd.DataFrame, signal: str, *, max_distinct=MAX_DISTINCT, bi
     scores = pd.to_numeric(table[signal], errors="coerce").to_numpy(np.float64)
     present = ~np.isnan(scores)
     kept = scores[present]
-    sign = 1.0 if higher_is_answerable else -1.0
+    sign = answerable_sign(higher_is_answerable)
     oriented = sign * kept
     binning = choose_binning(
         int(pd.unique(kept).size),

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..score_tables import answerable_sign
 from .counts import DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
 from .sources import FALSE_TEXTS, TRUE_TEXTS, duckdb_connection, duckdb_view, parse_time
 
@@ -35,7 +36,7 @@ def count_log_duckdb(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEF
         if signal not in columns:
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(columns)}")
         score = f'TRY_CAST("{signal}" AS DOUBLE)'
-        sign = 1.0 if higher_is_answerable else -1.0
+        sign = answerable_sign(higher_is_answerable)
         oriented = f"({sign!r} * {score})"
         n_rows, n_nan, n_distinct, low, high = connection.execute(
             f"SELECT count(*), count(*) FILTER (WHERE {score} IS NULL OR isnan({score})), "

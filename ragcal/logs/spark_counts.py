@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .._params import check_int
+from ..score_tables import answerable_sign
 from .counts import COUNT_COLUMNS, DEFAULT_BINS, MAX_DISTINCT, LogCounts, canonical, choose_binning
 from .sources import FALSE_TEXTS, TRUE_TEXTS, log_files, parse_time
 
@@ -181,7 +182,7 @@ def count_log_spark(source, signal: str, *, max_distinct=MAX_DISTINCT, bins=DEFA
             raise ValueError(f"{source}: no column {signal!r}; the log has {', '.join(log.columns)}")
         score = quoted_column(signal).try_cast("double")
         missing = score.isNull() | F.isnan(score)
-        sign = 1.0 if higher_is_answerable else -1.0
+        sign = answerable_sign(higher_is_answerable)
         oriented = F.lit(sign) * score
         present_score = F.when(~missing, score)
         present_oriented = F.when(~missing, oriented)

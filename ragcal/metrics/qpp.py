@@ -38,6 +38,7 @@ import pandas as pd
 from scipy.stats import kendalltau, pearsonr, rankdata
 
 from .._params import check_float, check_int
+from ..score_tables import answerable_sign
 from ._common import DegenerateInputWarning
 
 __all__ = ["QPP_MEASURES", "qpp_correlations", "qpp_measures", "qpp_table", "smare", "smare_chance"]
@@ -264,7 +265,7 @@ def qpp_table(
         pairs = pd.concat(
             [answerable[signal].rename("predicted"), quality[target].rename("actual")], axis=1, join="inner"
         ).dropna()
-        sign = 1.0 if directions.get(signal, True) else -1.0
+        sign = answerable_sign(directions.get(signal, True))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", DegenerateInputWarning)
             row = qpp_correlations(

@@ -39,6 +39,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..score_tables import answerable_sign
+
 __all__ = [
     "MEASURES",
     "paired_selective_difference",
@@ -111,7 +113,7 @@ def risk_coverage(scores, support, *, higher_is_answerable: bool = True) -> pd.D
     >>> curve["risk"].round(3).tolist()
     [0.0, 0.5, 0.333, 0.5]
     """
-    sign = 1.0 if higher_is_answerable else -1.0
+    sign = answerable_sign(higher_is_answerable)
     scores, support = _oriented(scores, support, higher_is_answerable)
     thresholds, answered, supported = _counts(scores, support)
     n = scores.size

@@ -20,8 +20,10 @@ from .._params import check_int
 __all__ = [
     "PASSAGE_TEXT_CHARS",
     "REVIEW_COLUMNS",
+    "LABELING_COLUMNS",
     "attach_passages",
     "page_columns",
+    "read_review_cells",
     "read_review_labels",
     "write_review_csv",
 ]
@@ -39,6 +41,8 @@ REVIEW_COLUMNS = (
     "stratum_size",
     "stratum_sampled",
 )
+#: What labeling one question needs (the strata only matter to the estimates): ``ragcal.interactive.Labeler`` reads these.
+LABELING_COLUMNS = REVIEW_COLUMNS[:7]
 #: Passage texts in a review CSV are cut to this many characters.
 PASSAGE_TEXT_CHARS = 600
 _PAGE_COLUMN = re.compile(r"^page_(\d+)$")
@@ -123,6 +127,66 @@ def write_review_csv(path, sample: pd.DataFrame) -> Path:
     return atomic_write_text(path, ordered.to_csv(index=False, lineterminator="\n"))
 
 
+def read_review_cells(path, *, columns=REVIEW_COLUMNS, passages: bool = False) -> pd.DataFrame:
+    """The cells of a review CSV as text, checked: the one reader of review files (the labeler's and the estimates').
+
+    Parameters
+    ----------
+    path : str or Path
+    columns : sequence of str, default=REVIEW_COLUMNS
+        Columns the file must have (:data:`LABELING_COLUMNS` to label it).
+    passages : bool, default=False
+        Require ``page_<i>, heading_<i>, text_<i>`` for at least one passage,
+        and at least one row (what a labeler shows).
+
+    Raises
+    ------
+    ValueError
+        Naming the file (and line and column): missing, not comma-separated,
+        not CSV, a missing column, no passages or no rows (with
+        ``passages``), an ``answerable`` cell other than true/false (or
+        empty), gold pages on a row not labeled answerable.
+    """
+    from .._io import check_csv_delimiter
+    from ..queries import ANSWERABLE_EXPECTED, describe_cell, parse_answerable
+
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: review file not found")
+    check_csv_delimiter(path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
+    needed = list(columns)
+    if passages:
+        numbers = sorted(int(match[1]) for match in map(_PAGE_COLUMN.match, map(str, frame.columns)) if match)
+        if not numbers:
+            raise ValueError(
+                f"{path}: not a review CSV: no 'page_1' column (the top passages: page_<i>, heading_<i>, text_<i>)"
+            )
+        needed += [f"{part}_{number}" for number in numbers for part in ("heading", "text")]
+    missing = [column for column in needed if column not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{path}: not a review CSV: missing column(s) {', '.join(map(repr, missing))}; a review CSV starts with "
+            f"{', '.join(columns)}, then page_<i>, heading_<i>, text_<i> per passage (write it with "
+            "`ragcal review --out`)"
+        )
+    if passages and frame.empty:
+        raise ValueError(f"{path}: no rows to label")
+    for position, (answerable, gold) in enumerate(zip(frame["answerable"], frame["gold"])):
+        where = f"{path}, line {position + 2}"
+        text = answerable.strip()
+        flag = parse_answerable(text) if text else None
+        if text and flag is None:
+            raise ValueError(f"{where}, column 'answerable': {ANSWERABLE_EXPECTED} or empty, got {describe_cell(text)}")
+        if gold.strip() and flag is not True:
+            state = "not answerable" if flag is False else "not labeled"
+            raise ValueError(f"{where}, column 'gold': gold pages {gold!r} on a row {state}")
+    return frame
+
+
 def read_review_labels(path) -> pd.DataFrame:
     """Read a (partly) labeled review CSV and check it.
 
@@ -148,35 +212,15 @@ def read_review_labels(path) -> pd.DataFrame:
         ``stratum_sampled`` says (a row was deleted or added).
     """
     from ..gates.base import ACTIONS
-    from ..queries import ANSWERABLE_EXPECTED, describe_cell, parse_answerable
+    from ..queries import describe_cell, parse_answerable
 
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: review file not found")
-    from .._io import check_csv_delimiter
-
-    check_csv_delimiter(path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: cannot be read as CSV ({error})") from error
-    missing = [column for column in REVIEW_COLUMNS if column not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"{path}: missing column(s) {', '.join(map(repr, missing))}; a review CSV starts with "
-            f"{', '.join(REVIEW_COLUMNS)} (write it with `ragcal review --out`)"
-        )
+    frame = read_review_cells(path)
     labels, gold, numbers = [], [], {"score": [], "stratum_size": [], "stratum_sampled": []}
     for position, row in enumerate(frame.to_dict("records")):
         where = f"{path}, line {position + 2}"
         text = row["answerable"].strip()
         flag = None if not text else parse_answerable(text)
-        if text and flag is None:
-            raise ValueError(f"{where}, column 'answerable': {ANSWERABLE_EXPECTED} or empty, got {describe_cell(text)}")
         pages = tuple(part.strip() for part in row["gold"].split(";") if part.strip())
-        if pages and flag is not True:
-            state = "an unanswerable" if flag is False else "an unlabeled"
-            raise ValueError(f"{where}, column 'gold': {state} row cannot have gold pages ({row['gold']!r})")
         if row["decision"] not in ACTIONS:
             raise ValueError(f"{where}, column 'decision': expected one of {', '.join(ACTIONS)}, got "
                              f"{describe_cell(row['decision'])}")

@@ -15,7 +15,7 @@
 Names load on first use, so importing this package needs neither faiss nor rank-bm25.
 """
 
-from importlib import import_module
+from .._lazy import lazy_names
 
 _API = {
     "RetrievalResult": "base",
@@ -34,13 +34,4 @@ _API = {
 __all__ = list(_API)
 
 
-def __getattr__(name):
-    if name in _API:
-        value = getattr(import_module(f".{_API[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'ragcal.retrieval' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _API, globals())

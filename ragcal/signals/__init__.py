@@ -38,7 +38,11 @@ The package, one module per part:
   (:data:`QPP_SIGNALS`);
 - :mod:`~ragcal.signals.judge`: what a judge says of the top passages
   (``judge_top1``, ``judge_mass``, ...), present only where a judge ran
-  (:data:`JUDGE_SIGNALS`).
+  (:data:`JUDGE_SIGNALS`);
+- :mod:`~ragcal.signals.logged`: signals a system logged itself (an LLM's
+  verdict), read from a file and joined into a score table by id;
+- :mod:`~ragcal.signals.directions`: a signal's direction, declared,
+  inferred from labels, registered or recorded.
 
 Importing :mod:`ragcal.signals` (or any of its modules, which imports the
 package first) registers the built-in signals, then the run signals, then the

@@ -51,7 +51,7 @@ from ..gates.support import bar_support, support_inputs
 from ..metrics import auc_table
 from ..metrics.binary import is_binary_signal
 from ..queries import QueryFileError, load_queries
-from ..score_tables import write_score_table
+from ..score_tables import answerable_sign, write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
 from .benchmark_stats import (
@@ -155,7 +155,7 @@ def _directions(table: pd.DataFrame, declared=None) -> dict:
 
 
 def _oriented(table: pd.DataFrame, name: str, directions: dict) -> np.ndarray:
-    return table[name].to_numpy(dtype=float) * (1.0 if directions.get(name, True) else -1.0)
+    return table[name].to_numpy(dtype=float) * answerable_sign(directions.get(name, True))
 
 
 def benchmark_questions(corpus_dir, queries_path, *, articles=None):
@@ -267,16 +267,16 @@ def join_logged_file(table: pd.DataFrame, path, *, allow_missing: bool = False):
     """``(table, in_file, directions)``: ``table`` with the signals of a logged-signals file joined by id, a
     boolean array, one per row, saying which questions the file has a row for, and the file's declared directions.
 
-    The file is read and checked by :func:`ragcal.logged_signals.read_logged_signals` (long or wide; booleans
+    The file is read and checked by :func:`ragcal.signals.logged.read_logged_signals` (long or wide; booleans
     as 1/0; an empty cell is a missing value; a non-numeric cell, a repeated id or a key column is an error naming
     the file and the line). Ids it has beyond ``table`` are left out (the table may be a subset of articles). A
     question of ``table`` with no value, or a column ``table`` already has, is an error
-    (:func:`ragcal.logged_signals.join_signals`) unless ``allow_missing``: then it is NaN (an LLM run on a
+    (:func:`ragcal.signals.logged.join_signals`) unless ``allow_missing``: then it is NaN (an LLM run on a
     sample of the questions, or a reply that could not be read).
     """
     from dataclasses import replace
 
-    from ..logged_signals import join_signals, read_logged_signals
+    from ..signals.logged import join_signals, read_logged_signals
 
     logged = read_logged_signals(path)
     ids = table["id"].astype(str)

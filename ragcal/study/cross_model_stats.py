@@ -24,7 +24,7 @@ from ..metrics import DegenerateInputWarning, outcome_table
 from ..metrics.auc import auc_bootstrap
 from ..metrics.selective import selective_comparison
 from ..progress import LONG_LOOP, progress
-from ..score_tables import unanswerable_slices
+from ..score_tables import answerable_sign, unanswerable_slices
 from ..signals import SIGNALS
 
 __all__ = [
@@ -64,7 +64,7 @@ def check_paired(tables: dict) -> list:
 
 
 def _oriented(table: pd.DataFrame, signal: str) -> np.ndarray:
-    sign = 1.0 if SIGNALS[signal].higher_is_answerable else -1.0
+    sign = answerable_sign(SIGNALS[signal].higher_is_answerable)
     return sign * table[signal].to_numpy(dtype=float)
 
 

@@ -54,6 +54,7 @@ from .._params import check_int
 from ..calibration import group_splits, heldout_outcomes
 from ..datasets import BUNDLED, BundledCorpus, bundled
 from ..metrics import auc_table
+from ..score_tables import answerable_sign
 from ..scoring import score_table
 from ..signals import SIGNALS, Signal, get_signal
 from .benchmark import BENCHMARKS, BenchmarkInputs, benchmark_questions
@@ -231,7 +232,7 @@ def trial_rows(
         row.update({column: int(aucs.loc[name, column]) for column in ("n_answerable", "n_unanswerable")})
         row["article_low"] = row["article_high"] = math.nan
         if data.groups is not None:
-            oriented = table[name].to_numpy(dtype=float) * (1.0 if higher else -1.0)
+            oriented = table[name].to_numpy(dtype=float) * answerable_sign(higher)
             _, row["article_low"], row["article_high"] = clustered_auc(
                 answerable, oriented, data.groups, n_resamples=n_resamples, random_state=random_state
             )

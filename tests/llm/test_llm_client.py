@@ -296,7 +296,7 @@ def test_the_signal_file_is_wide_or_long_with_an_empty_cell_for_unparseable(tmp_
         "q3,llm_found_answer,,higher\n"
     )
     # The long file declares its direction: joining it infers nothing from labels, even for a useless verdict.
-    from ragcal.logged_signals import read_logged_signals
+    from ragcal.signals.logged import read_logged_signals
 
     assert read_logged_signals(long).directions == {"llm_found_answer": "higher"}
     details = pd.read_csv(write_verdicts(verdicts, tmp_path / "details.csv"), keep_default_na=False)

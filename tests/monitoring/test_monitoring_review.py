@@ -209,7 +209,7 @@ def test_csv_round_trip_keeps_columns_and_counts_unlabeled_rows(tmp_path):
     [
         (lambda f: f.assign(answerable=["maybe"] + [""] * 7), r"review\.csv, line 2, column 'answerable'.*'maybe'"),
         (lambda f: f.assign(gold=["", "", "a.md"] + [""] * 5, answerable=[""] * 2 + ["false"] + [""] * 5),
-         r"line 4, column 'gold': an unanswerable row"),
+         r"line 4, column 'gold': gold pages .* on a row not answerable"),
         (lambda f: f.assign(decision=["keep"] + list(f["decision"][1:])), r"line 2, column 'decision'"),
         (lambda f: f.iloc[1:], r"has \d+ row\(s\) but stratum_sampled says"),
         (lambda f: f.assign(stratum_size=["x"] + list(f["stratum_size"][1:])), r"line 2, column 'stratum_size'"),

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ragcal.signal_directions import (
+from ragcal.signals.directions import (
     SignalDirection,
     decide_directions,
     direction_warning,

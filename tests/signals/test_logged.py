@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import write
 
-from ragcal.logged_signals import join_logged_signals, join_signals, read_logged_signals
+from ragcal.signals.logged import join_logged_signals, join_signals, read_logged_signals
 from ragcal.score_tables import read_provenance, write_score_table
 
 
@@ -224,7 +224,7 @@ def test_provenance_records_directions_and_the_file_and_round_trips(tmp_path):
 
 
 def test_infinite_values_are_refused_with_their_line(tmp_path):
-    from ragcal.logged_signals import read_logged_signals
+    from ragcal.signals.logged import read_logged_signals
 
     path = tmp_path / "inf.csv"
     path.write_text("id,judge\nq1,0.5\nq2,inf\nq3,-inf\n")

@@ -1,7 +1,7 @@
 """The direction of a signal: does a higher value mean "answerable"? Declared, inferred, registered or recorded.
 
 Registered signals carry their direction (``Signal.higher_is_answerable``).
-A logged signal (:mod:`ragcal.logged_signals`) has one only if it is declared
+A logged signal (:mod:`ragcal.signals.logged`) has one only if it is declared
 (``"higher"`` or ``"lower"``) or inferred from the labels of the table it is
 joined into. Inference picks ``lower`` when the signal's AUC as
 higher-is-answerable is below 0.5, so on that very table its AUC is at least
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._params import check_choice
-from .score_tables import check_score_table
+from .._params import check_choice
+from ..score_tables import check_score_table
 
 __all__ = [
     "DIRECTIONS",
@@ -142,7 +142,7 @@ def signal_direction(name: str, provenance: Mapping | None = None) -> SignalDire
         ``name`` is a registered signal and the provenance records the other
         direction for it.
     """
-    from .signals import SIGNALS
+    from .registry import SIGNALS
 
     recorded = dict((provenance or {}).get("directions") or {})
     if name in recorded:

@@ -35,7 +35,7 @@ The joined table's provenance (``<name>.meta.json``, see
 
 ::
 
-    from ragcal.logged_signals import join_logged_signals, read_logged_signals
+    from ragcal.signals.logged import join_logged_signals, read_logged_signals
 
     logged = read_logged_signals("llm_verdicts.csv", directions={"llm_refused": "lower"})
     joined = join_logged_signals(table, logged)
@@ -52,12 +52,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._io import check_csv_delimiter, sha256_file
-from ._params import check_choice
-from .formatting import LISTED, listing
-from .metrics.binary import is_binary_signal
-from .score_tables import SCORE_KEY_COLUMNS
-from .signal_directions import DIRECTIONS, decide_directions, direction_warning
+from .._io import check_csv_delimiter, sha256_file
+from .._params import check_choice
+from ..formatting import LISTED, listing
+from ..metrics.binary import is_binary_signal
+from ..score_tables import SCORE_KEY_COLUMNS
+from .directions import DIRECTIONS, decide_directions, direction_warning
 
 __all__ = [
     "JoinedSignals",
