@@ -29,7 +29,7 @@ def texts_to_encode(n_passages: int, n_questions: int) -> dict:
     from ragcal.chunking import chunk_by_headings
     from ragcal.corpus import load_corpus
     from ragcal.datasets import bundled
-    from ragcal.study.benchmark import BENCHMARKS
+    from ragcal.study.imported import BENCHMARKS
 
     spec = bundled("fastapi")
     chunks = chunk_by_headings(load_corpus(spec.corpus, exclude=spec.exclude))

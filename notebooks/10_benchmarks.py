@@ -52,8 +52,8 @@ from ragcal.plotting import (
     save_figure,
 )
 from ragcal.signals import SIGNALS
-from ragcal.study.benchmark import BENCHMARKS, benchmark_study, read_benchmark_results
-from ragcal.study.benchmark_report import bundled_headline, spread
+from ragcal.study.imported import BENCHMARKS, benchmark_study, read_benchmark_results
+from ragcal.study.imported_report import bundled_headline, spread
 from ragcal.study.notebooks import FIGURES_DIR, RESULTS_DIR
 
 figures_dir = Path(figures_dir or FIGURES_DIR / benchmark)

@@ -20,7 +20,7 @@ everything else is imported from the module that defines it:
 - :mod:`ragcal.gates`: gates that decide, their files and their refusals;
 - :mod:`ragcal.monitoring`: shift and review after deployment;
 - :mod:`ragcal.logs`: score logs of any size as counts (pandas, DuckDB, Spark);
-- :mod:`ragcal.benchmarks`: public benchmarks and exported candidate lists, read in;
+- :mod:`ragcal.importers`: public benchmarks and exported candidate lists, read in;
 - :mod:`ragcal.integrations`: a gate inside LangChain, LlamaIndex and Haystack;
 - :mod:`ragcal.plotting`: displays that draw and never compute;
 - :mod:`ragcal.cli`: the ``ragcal`` command, a thin floor over the rest.

@@ -2,7 +2,7 @@
 
 ::
 
-    from ragcal.benchmarks.trec import read_trec_candidates
+    from ragcal.importers.trec import read_trec_candidates
     from ragcal.candidate_scoring import score_candidates
 
     candidates = read_trec_candidates("run.trec", "passages.jsonl", queries="queries.csv")
@@ -33,16 +33,15 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from . import __version__
-from .benchmarks.candidates import CandidateSet
 from .embedding.protocol import embedder_name
-from .formatting import listing
+from .importers.candidates import CandidateSet, candidate_queries
 from .retrieval.candidates import candidate_retrievers
 from .retrieval.protocol import retrieve_with
 from .retrieval.readers import apply_readers, check_readers, readers_config
 from .scoring import score_table
 from .signals import SIGNALS, get_signal, signals_for
 
-__all__ = ["CandidateScores", "score_candidates", "left_out_signals", "candidate_queries"]
+__all__ = ["CandidateScores", "score_candidates", "left_out_signals"]
 
 #: Why a retriever's results are missing when candidates are re-scored; any other name gets a generic reason.
 _ABSENT_BECAUSE = {
@@ -76,29 +75,6 @@ class CandidateScores:
     retrieved: dict = field(repr=False)
     left_out: dict
     config: dict
-
-
-def candidate_queries(candidates: CandidateSet) -> pd.DataFrame:
-    """The labeled questions of a set: ``id, query, answerable, slice``, in the set's order.
-
-    Raises
-    ------
-    ValueError
-        Naming the set's file and up to ten questions without an
-        ``answerable`` label: a score table needs it.
-    """
-    unlabeled = [question.id for question in candidates.questions if question.answerable is None]
-    if unlabeled:
-        shown = listing(unlabeled, show=repr)
-        raise ValueError(f"{candidates.source}: {len(unlabeled)} question(s) carry no 'answerable' label: {shown}")
-    return pd.DataFrame(
-        {
-            "id": [question.id for question in candidates.questions],
-            "query": [question.query for question in candidates.questions],
-            "answerable": [bool(question.answerable) for question in candidates.questions],
-            "slice": [question.slice for question in candidates.questions],
-        }
-    )
 
 
 def left_out_signals(retrievers) -> dict[str, str]:
@@ -139,8 +115,8 @@ def score_candidates(
     Parameters
     ----------
     candidates : CandidateSet
-        With labels (:func:`ragcal.benchmarks.read_candidates_jsonl`, or
-        :func:`ragcal.benchmarks.trec.read_trec_candidates` joined with a
+        With labels (:func:`ragcal.importers.read_candidates_jsonl`, or
+        :func:`ragcal.importers.trec.read_trec_candidates` joined with a
         labeled query file).
     model : str, default=None
         The embedding model (:func:`ragcal.embedding.load_embedder`); None is

@@ -20,7 +20,7 @@ from sklearn.metrics import roc_auc_score
 
 from .embedding.loading import load_embedder
 from .formatting import interval_cell
-from .metrics import auc_with_ci
+from .metrics import auc_interval
 from .metrics.auc import auc_bootstrap
 from .metrics.retrieval import bootstrap_mean_ci, per_query_retrieval_metrics
 from .queries import gold_pages
@@ -162,7 +162,8 @@ def sweep_chunking(
             diff, diff_low, diff_high = bootstrap_mean_ci(values - per_query[baseline][metric].to_numpy(), **options)
             row.update(_measure(metric, value, low, high, diff, diff_low, diff_high))
         for measure, values in scores[name].items():
-            auc, low, high = auc_with_ci(answerable, values, **options)
+            interval = auc_interval(answerable, values, bootstrap_rows=None, **options)
+            auc, low, high = interval.auc, interval.low, interval.high
             # Same seed, same labels: auc_bootstrap draws the same resamples for every variant (paired).
             differences = auc_bootstrap(answerable, values, **options) - base_aucs[measure]
             diff_low, diff_high = np.quantile(differences, [0.025, 0.975])

@@ -34,7 +34,7 @@ def trec_run_lines(path, *, error=ValueError):
     """Every line of a TREC run file as ``(line number, qid, docid, rank, score, tag)``: ragcal's one TREC parser.
 
     Blank lines are skipped. The score may be NaN or infinite here; a reader
-    that needs finite scores (:func:`ragcal.benchmarks.trec.read_trec_lines`)
+    that needs finite scores (:func:`ragcal.importers.trec.read_trec_lines`)
     checks it.
 
     Parameters

@@ -11,7 +11,7 @@ it returns. One module per command group:
 - :mod:`ragcal.cli.serve`: ``serve`` (HTTP, the optional ``serve`` extra);
 - :mod:`ragcal.cli.monitor`: ``monitor`` (shift checks on an unlabeled live score log);
 - :mod:`ragcal.cli.review`: ``review`` (a review sample of a live log, and estimates from its labels);
-- :mod:`ragcal.cli.benchmarks`: ``import-benchmark`` (SQuAD 2.0, BEIR or a candidates JSONL as a corpus and queries);
+- :mod:`ragcal.cli.importers`: ``import-benchmark`` (SQuAD 2.0, BEIR or a candidates JSONL as a corpus and queries);
 - :mod:`ragcal.cli.llm`: ``llm-abstain`` (an LLM's own "I don't know" per question, as a logged signal);
 - :mod:`ragcal.cli.judges`: ``train-judge`` (a question-passage judge fine-tuned on a labeled set);
 - :mod:`ragcal.study.commands`: ``golden``, ``reproduce`` (our study on the bundled corpora), ``try-signal``
@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, calibrate, chunking, gates, join, judges, llm, monitor, review, scores, serve
+from . import calibrate, chunking, gates, importers, join, judges, llm, monitor, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
     commands = parser.add_subparsers(dest="command", required=True)
-    groups = (scores, calibrate, join, chunking, gates, serve, monitor, review, benchmarks, llm, judges, study_commands)
+    groups = (scores, calibrate, join, chunking, gates, serve, monitor, review, importers, llm, judges, study_commands)
     for group in groups:
         group.add_parsers(commands)
     return parser

@@ -144,8 +144,8 @@ def _check_logged_signal(signal: str, provenance: dict | None, scores_path: Path
     :func:`ragcal.signals.directions.signal_direction` also refuses a
     registered signal whose recorded direction is the other one.
     """
-    from ..signals.directions import signal_direction
     from ..signals import SIGNALS
+    from ..signals.directions import signal_direction
 
     direction = signal_direction(signal, provenance)
     if signal not in SIGNALS and direction.decided_by.startswith("recorded"):
@@ -318,7 +318,13 @@ def _certifier(kind, rules, args, signals, support):
     (its index), so held-out splits (:func:`ragcal.gates.heldout_gates`) take
     the support of their own questions.
     """
-    from ..gates import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate, support_levels
+    from ..gates import (
+        certify_chain,
+        certify_floor_gap_gate,
+        certify_learned_gate,
+        certify_threshold_gate,
+        support_levels,
+    )
     from ..gates.support import signal_support
 
     results, gold = support if support is not None else (None, None)
@@ -338,7 +344,7 @@ def _certifier(kind, rules, args, signals, support):
 
         def certify(table):
             rows = None if levels is None else levels[table.index]
-            return certify_floor_gap(table, rules, support=rows, retriever=args.retriever,
+            return certify_floor_gap_gate(table, rules, support=rows, retriever=args.retriever,
                                      max_passages=args.max_passages, **options)
     elif kind == "chain":
         if args.reranker is not None:

@@ -76,8 +76,8 @@ def _pairs(args):
             )
         arguments = index_arguments_from(args, args.corpus, access=False)
         return corpus_judge_pairs(args.queries, args.corpus, depth=args.depth, **arguments)
-    from ..benchmarks.candidates import read_candidates_jsonl
-    from ..benchmarks.trec import read_trec_candidates
+    from ..importers.candidates import read_candidates_jsonl
+    from ..importers.trec import read_trec_candidates
 
     given = [option for dest, (option, default) in args.corpus_only.items() if getattr(args, dest) != default]
     if given:

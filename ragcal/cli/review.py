@@ -62,7 +62,7 @@ def run_review(args) -> None:
     # before the index is built.
     sample = review_sample_log(read_gate_file(args.gate)["gate"], args.live_log, engine=args.engine,
                                since=args.since, until=args.until, size=args.size, near_share=args.near_share,
-                               seed=args.seed)
+                               random_state=args.seed)
     _, gate, index = load_gate_and_index(args, command="review")
     sample = attach_passages(sample, index, gate, k=args.passages)
     write_review_csv(args.out, sample)

@@ -145,9 +145,9 @@ def run_score(args) -> None:
 def run_score_candidates(args) -> None:
     """``ragcal score --candidates``: re-score exported candidates, write the table, say what was left out."""
     from .._io import sha256_file
-    from ..benchmarks.candidates import read_candidates_jsonl
-    from ..benchmarks.trec import read_trec_candidates
     from ..candidate_scoring import score_candidates
+    from ..importers.candidates import read_candidates_jsonl
+    from ..importers.trec import read_trec_candidates
     from ..runs import write_trec_runs
     from ..score_tables import write_score_table
 

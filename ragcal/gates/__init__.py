@@ -19,11 +19,17 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 
 from .ask import ask
 from .base import Decision, Gate
-from .certify import certify_chain, certify_floor_gap, certify_learned_gate, certify_threshold_gate
+from .certify import (
+    certify_chain,
+    certify_floor_gap,  # noqa: F401  (deprecated name, kept importable)
+    certify_floor_gap_gate,
+    certify_learned_gate,
+    certify_threshold_gate,
+)
 from .chain import FallbackChain, Stage
 from .evaluate import gate_outcomes, heldout_gates, summarize_heldout_gates
 from .files import GateFileError, GateWarning, load_gate, load_gate_index, read_gate_file, save_gate
-from .fit import fit_floor_gap, fit_gate, fit_threshold_gate, floor_gap_sweep, gate_kinds
+from .fit import fit_floor_gap, fit_floor_gap_gate, fit_gate, fit_threshold_gate, floor_gap_sweep, gate_kinds  # noqa: F401
 from .floor_gap import FloorGapGate
 from .learned import DEFAULT_LEARNED_SIGNALS, LearnedGate, fit_learned_gate
 from .support import support_levels, supported_answers, table_support
@@ -43,7 +49,7 @@ __all__ = [
     "fit_gate",
     "gate_kinds",
     "fit_threshold_gate",
-    "fit_floor_gap",
+    "fit_floor_gap_gate",
     "fit_learned_gate",
     "floor_gap_sweep",
     "save_gate",
@@ -57,7 +63,7 @@ __all__ = [
     "heldout_gates",
     "summarize_heldout_gates",
     "certify_threshold_gate",
-    "certify_floor_gap",
+    "certify_floor_gap_gate",
     "certify_learned_gate",
     "certify_chain",
     "support_levels",

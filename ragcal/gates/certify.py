@@ -32,7 +32,7 @@ from .threshold import ThresholdGate, zero_means_no_match
 
 __all__ = [
     "certify_threshold_gate",
-    "certify_floor_gap",
+    "certify_floor_gap_gate",
     "certify_learned_gate",
     "certify_chain",
 ]
@@ -96,11 +96,11 @@ def certify_threshold_gate(table: pd.DataFrame, signal: str, rules, *, support=N
     return gate, certificate
 
 
-#: Default grid of :func:`certify_floor_gap`: floors and minimum gaps at evenly spaced quantiles.
+#: Default grid of :func:`certify_floor_gap_gate`: floors and minimum gaps at evenly spaced quantiles.
 N_FLOORS, N_GAPS = 20, 6
 
 
-def certify_floor_gap(table: pd.DataFrame, rules, *, support=None, delta: float = 0.1, method: str = "auto",
+def certify_floor_gap_gate(table: pd.DataFrame, rules, *, support=None, delta: float = 0.1, method: str = "auto",
                       floors=None, gaps=None, retriever: str = "dense", max_passages: int | None = 10):
     """A :class:`FloorGapGate` whose (floor, min_gap) Learn-then-Test certifies over a 2-D grid.
 
@@ -135,7 +135,7 @@ def certify_floor_gap(table: pd.DataFrame, rules, *, support=None, delta: float 
     if support is not None:
         levels = np.asarray(support, dtype=float).reshape(-1)
         if levels.size != top.size:
-            raise ValueError(f"certify_floor_gap: {levels.size} support levels for {top.size} rows")
+            raise ValueError(f"certify_floor_gap_gate: {levels.size} support levels for {top.size} rows")
         supported = answered & (levels[None, :] >= grid_floor[:, None])
     # strictest first: by how few questions each answers
     order = np.lexsort((grid_gap, -grid_floor, answered.sum(axis=1)))
@@ -326,3 +326,11 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
         bars = (place_threshold(high, dense_values), place_threshold(keyword_bar, keyword_values),
                 place_threshold(low, dense_values))
     return default_chain(*bars, **options), certificate
+
+
+def certify_floor_gap(*args, **kwargs):
+    """Deprecated name of :func:`certify_floor_gap_gate` (``certify_<kind>_gate``, as ``certify_threshold_gate``)."""
+    import warnings
+
+    warnings.warn("certify_floor_gap is deprecated: call certify_floor_gap_gate", DeprecationWarning, stacklevel=2)
+    return certify_floor_gap_gate(*args, **kwargs)

@@ -26,7 +26,7 @@ __all__ = [
     "retriever_features",
     "fit_threshold_gate",
     "floor_gap_sweep",
-    "fit_floor_gap",
+    "fit_floor_gap_gate",
     "place_floor_gap",
     "GATE_FITTERS",
     "gate_kinds",
@@ -155,7 +155,7 @@ def floor_gap_sweep(
     return pd.DataFrame(columns)
 
 
-def fit_floor_gap(
+def fit_floor_gap_gate(
     table: pd.DataFrame, *, rule: str = "keep@0.95", retriever: str = "dense", max_passages: int | None = 10
 ) -> FloorGapGate:
     """The :class:`FloorGapGate` that refuses most unanswerable questions while keeping a share of answerable ones.
@@ -173,7 +173,7 @@ def fit_floor_gap(
     second score below it, the gap midway between the chosen gap and the next
     top-second gap above it, so the calibration decisions are unchanged.
     """
-    keep = keep_share(rule, "fit_floor_gap")
+    keep = keep_share(rule, "fit_floor_gap_gate")
     top_column, second_column = floor_gap_columns(retriever)
     table = check_score_table(table, [top_column, second_column])
     # Questions with no hit (NaN top score) are refused by any floor; like fit_threshold, the share is of the rest.
@@ -183,7 +183,7 @@ def fit_floor_gap(
     answerable = table["answerable"].to_numpy(dtype=bool)
     if not answerable.any():
         raise ValueError(
-            f"fit_floor_gap needs at least one answerable calibration question with a {retriever} hit; got none"
+            f"fit_floor_gap_gate needs at least one answerable calibration question with a {retriever} hit; got none"
         )
     floors = np.unique(top[np.isfinite(top)])
     gaps = np.unique(np.concatenate([[0.0], (top - second)[np.isfinite(top - second)]]))
@@ -245,7 +245,7 @@ def _fit_threshold_kind(table, rule, *, signal, hedge_rule, higher_is_answerable
 
 
 def _fit_floor_gap_kind(table, rule, *, retriever, max_passages, **_):
-    return fit_floor_gap(table, rule=rule, retriever=retriever, max_passages=max_passages)
+    return fit_floor_gap_gate(table, rule=rule, retriever=retriever, max_passages=max_passages)
 
 
 def _fit_chain_kind(table, rule, *, delta, max_passages, use_reranker, **_):
@@ -331,3 +331,11 @@ def fit_gate(table: pd.DataFrame, kind: str = "threshold", rule: str = "keep@0.9
     if kind not in GATE_FITTERS:
         raise ValueError(f"unknown gate kind {kind!r}; known kinds are {', '.join(gate_kinds())}")
     return GATE_FITTERS[kind][0](table, rule, **_gate_options(options))
+
+
+def fit_floor_gap(*args, **kwargs):
+    """Deprecated name of :func:`fit_floor_gap_gate` (``fit_<kind>_gate``, as ``fit_threshold_gate``)."""
+    import warnings
+
+    warnings.warn("fit_floor_gap is deprecated: call fit_floor_gap_gate", DeprecationWarning, stacklevel=2)
+    return fit_floor_gap_gate(*args, **kwargs)

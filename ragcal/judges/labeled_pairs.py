@@ -71,8 +71,8 @@ def candidate_judge_pairs(
     Parameters
     ----------
     candidates : CandidateSet
-        With labels (:func:`ragcal.benchmarks.read_candidates_jsonl`, or
-        :func:`ragcal.benchmarks.trec.read_trec_candidates` with a labeled
+        With labels (:func:`ragcal.importers.read_candidates_jsonl`, or
+        :func:`ragcal.importers.trec.read_trec_candidates` with a labeled
         query file). A gold passage the run missed is still a positive.
     depth : int, default=10
     model, embedder, cache_dir, use_cache
@@ -85,9 +85,8 @@ def candidate_judge_pairs(
         order. An answerable question with no passage marked as answering it
         is left out: nothing says which of its passages answer.
     """
-    from ..benchmarks.candidates import passage_pages
-    from ..candidate_scoring import candidate_queries
     from ..chunking import chunk_id
+    from ..importers.candidates import candidate_queries, passage_pages
     from ..retrieval.candidates import candidate_retrievers, passage_text
 
     depth = check_int(depth, "depth", "candidate_judge_pairs", low=1)

@@ -255,7 +255,7 @@ def training_verdict(labels, judge_scores, dense_scores, *, n_resamples: int = 1
     """
     import warnings
 
-    from ..metrics import DegenerateInputWarning, auc_with_ci
+    from ..metrics import DegenerateInputWarning, auc_interval
 
     labels = np.asarray(labels)
     out = {"validation_auc": math.nan, "validation_auc_low": math.nan, "validation_auc_high": math.nan,
@@ -271,7 +271,8 @@ def training_verdict(labels, judge_scores, dense_scores, *, n_resamples: int = 1
                 "validation_auc": _auc(labels, judge_scores), "verdict": "too few validation pairs to tell"}  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateInputWarning)  # a constant score: NaN, said below
-        auc, low, high = auc_with_ci(labels, judge_scores, n_resamples=n_resamples)
+        interval = auc_interval(labels, judge_scores, n_resamples=n_resamples, bootstrap_rows=None)
+    auc, low, high = interval.auc, interval.low, interval.high
     dense = _auc(labels, dense_scores)
     out = {"validation_auc": auc, "validation_auc_low": low, "validation_auc_high": high, "dense_validation_auc": dense}
     if math.isnan(auc) or not low > 0.5:

@@ -34,7 +34,7 @@ import pandas as pd
 from .._io import atomic_write_text
 from .._params import check_choice, check_int
 from .client import ChatEndpoint, LLMReplyError, chat_json
-from .verdict_cache import VerdictCache, request_key
+from .verdict_cache import VERDICT_CACHE_FILE, VerdictCache, request_key
 
 __all__ = [
     "ANSWER_MAX_CHARS",
@@ -127,8 +127,9 @@ def llm_verdicts(
     seed: int = 0,
     max_tokens: int = 192,
     use_cache: bool = True,
-    cache_path=None,
+    cache_dir=None,
     progress: bool = False,
+    cache_path=None,
 ) -> pd.DataFrame:
     """Ask an LLM, for each question, whether its top-``k`` passages answer it.
 
@@ -152,8 +153,9 @@ def llm_verdicts(
         Longest reply; one cut off is unparseable (NaN).
     use_cache : bool, default=True
         Read and write the verdict cache (:class:`ragcal.llm.VerdictCache`).
-    cache_path : str or Path, default=None
-        The cache file; None: ``llm_verdicts.sqlite`` in ragcal's cache folder.
+    cache_dir : str or Path, default=None
+        The cache folder, as everywhere in ragcal: the verdicts go to its
+        ``llm_verdicts.sqlite``; None is ragcal's cache folder.
     progress : bool, default=False
         Show a progress bar (stderr).
 
@@ -185,6 +187,16 @@ def llm_verdicts(
     ids, queries, contexts = _check_questions(questions, contexts)
     sampling = {"temperature": 0.0, "seed": seed, "max_tokens": max_tokens}
     schema = verdict_schema(k)
+    if cache_path is not None:  # the file name it took before it matched every other cache_dir
+        import warnings
+
+        warnings.warn(
+            "llm_verdicts(cache_path=) is deprecated: pass cache_dir=, the folder of llm_verdicts.sqlite",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    else:
+        cache_path = None if cache_dir is None else Path(cache_dir) / VERDICT_CACHE_FILE
     cache = VerdictCache(cache_path) if use_cache else None
     rows = []
     try:

@@ -4,7 +4,7 @@
   :class:`~ragcal.retrieval.RetrievalIndex` (the realistic setting: what a RAG
   system built with ragcal would hand its LLM);
 - :func:`candidate_contexts`: each question's first ``k`` passages of a
-  candidates file (:func:`ragcal.benchmarks.candidates.read_candidates_jsonl`),
+  candidates file (:func:`ragcal.importers.candidates.read_candidates_jsonl`),
   i.e. the user's own retrieval;
 - :func:`questions_with_contexts`: a labeled query file (or the candidates
   file's own questions) with either, optionally a stratified sample, as
@@ -106,7 +106,7 @@ def questions_with_contexts(
     if (corpus is None) == (candidates is None):
         raise ValueError("give either a corpus folder or a candidates file, not both and not neither")
     if candidates is not None:
-        from ..benchmarks.candidates import read_candidates_jsonl
+        from ..importers.candidates import read_candidates_jsonl
 
         candidate_set = read_candidates_jsonl(candidates, require_labels=queries is None)
         if queries is not None:

@@ -13,6 +13,22 @@
   ``review`` on a log of any size.
 """
 
-from .counts import Binning, LogCounts, choose_binning, count_log
+from .._lazy import lazy_names
 
-__all__ = ["Binning", "LogCounts", "choose_binning", "count_log"]
+#: The entry points, loaded on first use (DuckDB and Spark only when an engine needs them): what
+#: ``ragcal calibrate``, ``monitor`` and ``review`` call on a log of any size, and the counts they share.
+_API = {
+    "calibrate_counts": "calibration_counts",
+    "monitor_log": "monitor_counts",
+    "review_sample_log": "review_draw",
+    "count_signal": "engines",
+    "choose_engine": "engines",
+    "Binning": "counts",
+    "LogCounts": "counts",
+    "choose_binning": "counts",
+    "count_log": "counts",
+}
+
+__all__ = list(_API)
+
+__getattr__, __dir__ = lazy_names(__name__, _API, globals())

@@ -262,7 +262,7 @@ def _cutoffs(buckets: pd.DataFrame, inside: pd.DataFrame | None, near_fraction: 
 
 def review_sample_log(gate, source, *, engine: str = "auto", since=None, until=None, size: int = 60,
                       near_share: float = 0.5, near_fraction: float = 0.25, min_per_stratum: int = 2,
-                      seed: int = 0, check_ids: bool = True) -> pd.DataFrame:  # fmt: skip
+                      random_state: int = 0, check_ids: bool = True, seed=None) -> pd.DataFrame:  # fmt: skip
     """Draw the stratified review sample of :func:`ragcal.monitoring.review_sample` from a log of any size.
 
     Parameters
@@ -281,8 +281,9 @@ def review_sample_log(gate, source, *, engine: str = "auto", since=None, until=N
         Keep the rows whose ``timestamp`` is in ``[since, until)``.
     size, near_share, near_fraction, min_per_stratum
         The design, as for :func:`ragcal.monitoring.review_sample`.
-    seed : int, default=0
-        Seeds the hash of the ids (see the module docstring).
+    random_state : int, default=0
+        Seeds the hash of the ids (see the module docstring), as
+        ``random_state`` seeds :func:`ragcal.monitoring.review_sample`.
     check_ids : bool, default=True
         Refuse a log whose ids repeat (:func:`duplicate_id`, a pass of its
         own). Without the check, only the sample's own ids are checked.
@@ -310,7 +311,12 @@ def review_sample_log(gate, source, *, engine: str = "auto", since=None, until=N
     min_per_stratum = check_int(min_per_stratum, "min_per_stratum", name, low=1)
     near_share = check_float(near_share, "near_share", name, low=0, high=1, low_open=False, high_open=False)
     near_fraction = check_float(near_fraction, "near_fraction", name, low=0, high=1, high_open=False)
-    seed = check_int(seed, "seed", name)
+    if seed is not None:  # the name it had before it matched review_sample's
+        import warnings
+
+        warnings.warn("review_sample_log(seed=) is deprecated: pass random_state=", DeprecationWarning, stacklevel=2)
+        random_state = seed
+    seed = check_int(random_state, "random_state", name)
     engine = choose_engine(engine, source)
     present = _log_columns(source)
     missing = [column for column in ("query", *gate.columns) if column not in present]

@@ -89,7 +89,7 @@ def window_pandas(table: pd.DataFrame, since, until, source) -> pd.DataFrame:
 
 
 def read_pandas(source, columns, since, until) -> pd.DataFrame:
-    from ..monitoring.logs import read_score_log
+    from ..monitoring.score_log import read_score_log
 
     _, files = log_files(source)
     if len(files) != 1:

@@ -11,7 +11,12 @@
 """
 
 from ._common import DegenerateInputWarning, drop_nan
-from .auc import auc_table, auc_with_ci, roc_band
+from .auc import (
+    auc_interval,
+    auc_table,
+    auc_with_ci,  # noqa: F401  (deprecated name, kept importable)
+    roc_band,
+)
 from .outcomes import clopper_pearson, group_stats, outcome_table, sweep
 from .qpp import qpp_correlations, qpp_table
 from .retrieval import retrieval_metrics
@@ -20,8 +25,8 @@ from .retrieval import retrieval_metrics
 #: sMARE) are imported from their modules.
 __all__ = [
     "DegenerateInputWarning",
+    "auc_interval",
     "auc_table",
-    "auc_with_ci",
     "clopper_pearson",
     "drop_nan",
     "group_stats",

@@ -212,9 +212,10 @@ def auc_with_ci(
     random_state=0,
     higher_is_answerable: bool = True,
 ):
-    """ROC AUC (sklearn) with a stratified percentile bootstrap interval of every row, as a tuple.
+    """Deprecated: :func:`auc_interval` with ``bootstrap_rows=None``, as a tuple ``(auc, low, high)``.
 
-    The same computation as :func:`auc_interval` with ``bootstrap_rows=None``.
+    One name for one idea: ``auc_interval(y_true, y_score, bootstrap_rows=None)``
+    computes the same numbers and returns them named.
 
     Returns
     -------
@@ -222,6 +223,14 @@ def auc_with_ci(
         All NaN, with a :class:`DegenerateInputWarning`, when only one class
         is present or the score is constant.
     """
+    import warnings
+
+    warnings.warn(
+        "auc_with_ci is deprecated: call auc_interval(y_true, y_score, bootstrap_rows=None), which returns the same "
+        "numbers as .auc, .low and .high",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     result = auc_interval(
         y_true,
         y_score,

@@ -19,7 +19,7 @@ wrong, your threshold is too high". This is that loop::
 
 One module per concept:
 
-- :mod:`~ragcal.monitoring.logs`: :func:`read_score_log`;
+- :mod:`~ragcal.monitoring.score_log`: :func:`read_score_log`;
 - :mod:`~ragcal.monitoring.shift_tests`: decision shares (Fisher) and signal
   distributions (Kolmogorov-Smirnov, median shift);
 - :mod:`~ragcal.monitoring.sequential`: conformal p-values, the jumper test
@@ -34,11 +34,11 @@ One module per concept:
 """
 
 from .estimates import ReviewEstimates, review_estimates, stratified_share
-from .logs import read_score_log
 from .refit import refit_with_labels
 from .report import MonitorReport, monitor
 from .review_files import attach_passages, read_review_labels, write_review_csv
 from .sample import review_sample
+from .score_log import read_score_log
 
 __all__ = [
     "MonitorReport",

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .._params import check_float
-from .logs import read_score_log
+from .score_log import read_score_log
 from .sequential import SequentialTest, sequential_test
 from .shift_tests import share_tests, signal_tests
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..metrics import auc_with_ci, roc_band
+from ..metrics import auc_interval, roc_band
 from ..metrics.binary import is_binary_signal, roc_operating_point
 from ..score_tables import check_score_table
 from ._style import _CORPUS_MARKERS, _SIGNAL_COLOURS, _finish, _new_axes, figure_style
@@ -75,7 +75,8 @@ class RocDisplay:
             subset = table[~table[signal].isna()]
             labels = subset["answerable"].to_numpy(dtype=bool)
             scores = subset[signal].to_numpy(dtype=float) * (1 if directions.get(signal, True) else -1)
-            aucs[signal] = auc_with_ci(labels, scores, n_resamples=n_resamples, random_state=random_state)
+            interval = auc_interval(labels, scores, n_resamples=n_resamples, random_state=random_state, bootstrap_rows=None)
+            aucs[signal] = (interval.auc, interval.low, interval.high)
             if np.isnan(aucs[signal][0]):
                 continue
             if is_binary_signal(subset[signal]):

@@ -1,7 +1,7 @@
 """Retrievers that re-score each question's own candidates: ragcal's dense and BM25 over a candidate pool, and the run.
 
 A user with a production system has already retrieved: per question, a top-k
-of passages (a :class:`~ragcal.benchmarks.candidates.CandidateSet`, read from
+of passages (a :class:`~ragcal.importers.candidates.CandidateSet`, read from
 a candidates JSONL or a TREC run plus passages). These retrievers search
 nothing beyond it. Each meets the retriever protocol
 (:class:`~ragcal.retrieval.protocol.Retriever`), so
@@ -18,7 +18,7 @@ labels and provenance.)
 
 **The pool is the corpus.** Every passage listed under some question forms
 one collection, the *candidate pool* (:class:`CandidatePool`), one chunk per
-passage, ``<page>#0`` with the page :func:`~ragcal.benchmarks.candidates.passage_pages`
+passage, ``<page>#0`` with the page :func:`~ragcal.importers.candidates.passage_pages`
 gives it. :class:`CandidateDenseRetriever` and :class:`CandidateBM25Retriever`
 are ragcal's own :class:`~ragcal.retrieval.DenseRetriever` and
 :class:`~ragcal.retrieval.BM25Retriever` built over that pool (the same
@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..benchmarks.candidates import CandidateFileError, CandidateSet, passage_pages
+from ..importers.candidates import CandidateFileError, CandidateSet, passage_pages
 from ..chunking import chunk_id
 from ..embedding.loading import load_embedder
 from ..embedding.models import DEFAULT_MODEL

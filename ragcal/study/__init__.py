@@ -15,8 +15,8 @@ imports this package (a test walks the import graph).
 - :mod:`~ragcal.study.cross_corpus`: what holds across the two corpora;
 - :mod:`~ragcal.study.cross_model`: two embedding models on the same questions (statistics in
   :mod:`~ragcal.study.cross_model_stats`);
-- :mod:`~ragcal.study.benchmark`: a public benchmark (SQuAD 2.0) split by article (statistics in
-  :mod:`~ragcal.study.benchmark_stats`, ``summary.md`` in :mod:`~ragcal.study.benchmark_report`);
+- :mod:`~ragcal.study.imported`: a public benchmark (SQuAD 2.0) split by article (statistics in
+  :mod:`~ragcal.study.imported_stats`, ``summary.md`` in :mod:`~ragcal.study.imported_report`);
 - :mod:`~ragcal.study.notebooks`: the notebook runner;
 - :mod:`~ragcal.study.try_signal`: the research loop, a new signal beside ``dense_top1`` on every bundled corpus
   and benchmark (retrieved lists cached by :mod:`~ragcal.study.retrieved_cache`);

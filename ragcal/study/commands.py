@@ -84,7 +84,7 @@ def add_parsers(commands) -> None:
         default=None,
         metavar="NAME",
         help="rebuild only results/<NAME>/ and figures/<NAME>/ of a public benchmark (squad2-A), imported from "
-        "data/benchmarks/ (ragcal.study.benchmark); a plain reproduce does every benchmark after the bundled corpora",
+        "data/benchmarks/ (ragcal.study.imported); a plain reproduce does every benchmark after the bundled corpora",
     )
     reproduce.add_argument(
         "--judge",
@@ -292,7 +292,7 @@ def _run_reproduce(args, timings) -> None:
             )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
     if args.corpus is None:  # the whole job: every public benchmark too, whose summary reads the corpora's results
-        from .benchmark import BENCHMARKS
+        from .imported import BENCHMARKS
 
         for name in BENCHMARKS:
             print(f"\n{name}:")
@@ -324,7 +324,7 @@ def run_judge(args) -> None:
 def run_benchmark(args, *, timings=None) -> None:
     """``ragcal reproduce --benchmark NAME``: the benchmark study, then its notebook (figures/<NAME>/)."""
     from ..embedding import load_embedder
-    from .benchmark import BENCHMARKS, reproduce_benchmark
+    from .imported import BENCHMARKS, reproduce_benchmark
     from .timings import StageTimings
 
     timings = timings if timings is not None else StageTimings()

@@ -5,7 +5,7 @@ Gates compared (all on the bundled corpus's score table):
 - ``threshold <rule>``: a :class:`~ragcal.gates.ThresholdGate` on
   ``dense_top1`` for each rule of :data:`ragcal.study.report.HELDOUT_RULES`;
 - ``floor-gap keep@p``: seed 001's :class:`~ragcal.gates.FloorGapGate`, fitted
-  by the 2-D search of :func:`~ragcal.gates.fit_floor_gap`;
+  by the 2-D search of :func:`~ragcal.gates.fit_floor_gap_gate`;
 - ``chain keep@0.95``: seed 003's default :class:`~ragcal.gates.FallbackChain`.
 
 Every number is held out: each gate is fitted on the calibration half of each
@@ -27,7 +27,7 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..gates import (
-    fit_floor_gap,
+    fit_floor_gap_gate,
     fit_threshold_gate,
     floor_gap_sweep,
     gate_outcomes,
@@ -53,8 +53,8 @@ AT_95 = ("threshold keep@0.95", "floor-gap keep@0.95", "chain keep@0.95")
 def gate_fitters(rules) -> dict:
     """``{gate name: fit(calibration table) -> Gate}`` for the study's gates."""
     fitters = {f"threshold {rule}": partial(fit_threshold_gate, signal="dense_top1", rule=rule) for rule in rules}
-    fitters["floor-gap keep@1.0"] = partial(fit_floor_gap, rule="keep@1.0")
-    fitters["floor-gap keep@0.95"] = partial(fit_floor_gap, rule="keep@0.95")
+    fitters["floor-gap keep@1.0"] = partial(fit_floor_gap_gate, rule="keep@1.0")
+    fitters["floor-gap keep@0.95"] = partial(fit_floor_gap_gate, rule="keep@0.95")
     fitters["chain keep@0.95"] = partial(fit_default_chain, rule="keep@0.95")
     return fitters
 

@@ -44,7 +44,7 @@ from ..metrics import DegenerateInputWarning, auc_table
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import JUDGE_SIGNALS, SIGNALS
-from .benchmark_stats import GROUP_COLUMN, clustered_auc, learned_heldout, risk_coverage_study
+from .imported_stats import GROUP_COLUMN, clustered_auc, learned_heldout, risk_coverage_study
 from .judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_summary
 from .learned import candidate_sets
 from .selective import threshold_gate_support
@@ -461,7 +461,7 @@ def judge_corpora(*, cache_dir=None) -> dict:
     """``{name: JudgeCorpus}`` of the study: SQuAD 2.0 half A (imported from data/benchmarks/ on first use, split by
     article), then the bundled FastAPI docs and Rust book (split by question)."""
     from ..datasets import BUNDLED
-    from .benchmark import BENCHMARKS
+    from .imported import BENCHMARKS
 
     squad = BENCHMARKS["squad2-A"]
     corpus, queries = squad.resolve(cache_dir=cache_dir)

@@ -30,7 +30,7 @@ from .._io import atomic_write_text
 from ..calibration import parse_rule
 from ..gates import (
     certify_chain,
-    certify_floor_gap,
+    certify_floor_gap_gate,
     certify_learned_gate,
     certify_threshold_gate,
     heldout_gates,
@@ -95,7 +95,7 @@ def _certify(table, kind, rules, delta, results=None, gold=None):
     if kind == "threshold":
         return certify_threshold_gate(table, BASELINE_SIGNAL, list(rules), support=support, delta=delta)
     if kind == "floor_gap":
-        return certify_floor_gap(table, list(rules), support=support, delta=delta)
+        return certify_floor_gap_gate(table, list(rules), support=support, delta=delta)
     return certify_learned_gate(table, list(rules), support=support, delta=delta)
 
 
@@ -172,15 +172,15 @@ def risk_coverage_tables(table, results, gold, *, n_resamples: int = 2000, rando
 def _floor_gap_curve_inputs(table, results, gold):
     """Scores and support of the floor + gap family at the fitted gap: every floor, one curve.
 
-    The gap is ``fit_floor_gap``'s (``keep@0.95``) on the whole table; with it
+    The gap is ``fit_floor_gap_gate``'s (``keep@0.95``) on the whole table; with it
     fixed, the gate at floor ``f`` answers where :func:`ragcal.gates.floor_gap.floor_gap_order`
     is at least ``f`` and passes on the dense passages clearing ``f``, so the
     dense support level decides support.
     """
-    from ..gates import fit_floor_gap
+    from ..gates import fit_floor_gap_gate
     from ..gates.floor_gap import floor_gap_order
 
-    gap = fit_floor_gap(table, rule="keep@0.95").min_gap
+    gap = fit_floor_gap_gate(table, rule="keep@0.95").min_gap
     scores = floor_gap_order(table["dense_top1"], table["dense_top2"], gap)
     return scores, support_levels(results, gold, "dense"), True
 

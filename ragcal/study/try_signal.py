@@ -13,7 +13,7 @@
     try_signal(["dense_lift"])   # or ``ragcal try-signal my_signal.py``
 
 For every dataset (the bundled corpora of :data:`ragcal.datasets.BUNDLED`,
-the benchmarks of :data:`ragcal.study.benchmark.BENCHMARKS`) it takes every
+the benchmarks of :data:`ragcal.study.imported.BENCHMARKS`) it takes every
 question's retrieval results, computes ``dense_top1`` and the new signal(s),
 and reports per signal:
 
@@ -22,13 +22,13 @@ and reports per signal:
   :func:`ragcal.metrics.auc_table` (each signal oriented by its registered
   ``higher_is_answerable``); on a benchmark whose questions come in articles
   also the article-bootstrap interval of
-  :func:`ragcal.study.benchmark_stats.clustered_auc`, as the benchmark study
+  :func:`ragcal.study.imported_stats.clustered_auc`, as the benchmark study
   reports it;
 - a held-out ``keep@0.95`` gate (:func:`ragcal.calibration.heldout_outcomes`):
   fitted on the calibration half of each split and counted on the other half,
   as the share of answerable and of unanswerable questions it refuses: the
   mean over splits and the 2.5th and 97.5th percentiles (the spread the
-  benchmark study reports, :func:`ragcal.study.benchmark_report.spread`).
+  benchmark study reports, :func:`ragcal.study.imported_report.spread`).
   On a bundled corpus each split halves every slice at random
   (:func:`ragcal.calibration.split_by_slice`); on a benchmark it gives half
   the articles to calibration (:func:`ragcal.calibration.group_splits`, as
@@ -57,9 +57,9 @@ from ..metrics import auc_table
 from ..score_tables import answerable_sign
 from ..scoring import score_table
 from ..signals import SIGNALS, Signal, get_signal
-from .benchmark import BENCHMARKS, BenchmarkInputs, benchmark_questions
-from .benchmark_report import spread
-from .benchmark_stats import BASELINE_SIGNAL, GROUP_COLUMN, LEARNED_RULE, clustered_auc
+from .imported import BENCHMARKS, BenchmarkInputs, benchmark_questions
+from .imported_report import spread
+from .imported_stats import BASELINE_SIGNAL, GROUP_COLUMN, LEARNED_RULE, clustered_auc
 from .retrieved_cache import cached_retrieval
 
 __all__ = [
@@ -160,14 +160,14 @@ def trial_data(dataset, *, embedder=None, cache_dir=None, use_cache: bool = True
     """The questions of a bundled corpus or benchmark and their retrieval results (:class:`TrialData`).
 
     ``dataset`` is a :class:`~ragcal.datasets.BundledCorpus` or a
-    :class:`~ragcal.study.benchmark.BenchmarkInputs` (or the name of one in
-    :data:`~ragcal.datasets.BUNDLED` or :data:`~ragcal.study.benchmark.BENCHMARKS`).
+    :class:`~ragcal.study.imported.BenchmarkInputs` (or the name of one in
+    :data:`~ragcal.datasets.BUNDLED` or :data:`~ragcal.study.imported.BENCHMARKS`).
 
     A bundled corpus is indexed without its non-doc pages, as the study does;
     a benchmark is imported from its vendored file (once, into the cache,
-    :meth:`ragcal.study.benchmark.BenchmarkInputs.resolve`), its questions read
-    by :func:`ragcal.study.benchmark.benchmark_questions` and retrieved as
-    :func:`ragcal.study.benchmark.retrieve_benchmark` does. With
+    :meth:`ragcal.study.imported.BenchmarkInputs.resolve`), its questions read
+    by :func:`ragcal.study.imported.benchmark_questions` and retrieved as
+    :func:`ragcal.study.imported.retrieve_benchmark` does. With
     ``use_cache`` the lists are read from, or written to, the retrieval cache
     (:func:`ragcal.study.retrieved_cache.cached_retrieval`, in the embedder's
     cache folder); ``retrieve_again`` retrieves anyway (a corpus signal is
@@ -276,8 +276,8 @@ def try_signal(
         :data:`~ragcal.datasets.BUNDLED` when None.
     benchmarks : sequence of str or BenchmarkInputs, default=None
         Public benchmarks by name (``squad2-A``, imported from
-        ``data/benchmarks/``) or a :class:`~ragcal.study.benchmark.BenchmarkInputs`;
-        all of :data:`~ragcal.study.benchmark.BENCHMARKS` when None.
+        ``data/benchmarks/``) or a :class:`~ragcal.study.imported.BenchmarkInputs`;
+        all of :data:`~ragcal.study.imported.BENCHMARKS` when None.
     n_resamples : int, default=2000
         Bootstrap resamples of each AUC interval.
     n_splits : int, default=None

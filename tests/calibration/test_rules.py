@@ -128,9 +128,9 @@ def test_unknown_rules_list_the_registry():
 
 
 def test_keep_share_takes_keep_rules_only():
-    assert keep_share("keep@0.9", "fit_floor_gap") == 0.9
-    with pytest.raises(ValueError, match=r"fit_floor_gap fits by the keep@p rule only .* Got 'min_cost@5' instead"):
-        keep_share("min_cost@5", "fit_floor_gap")
+    assert keep_share("keep@0.9", "fit_floor_gap_gate") == 0.9
+    with pytest.raises(ValueError, match=r"fit_floor_gap_gate fits by the keep@p rule only .* Got 'min_cost@5' instead"):
+        keep_share("min_cost@5", "fit_floor_gap_gate")
 
 
 def test_min_cost_checks_its_costs():

@@ -8,7 +8,7 @@ import pytest
 
 from ragcal.cli import main
 from ragcal.datasets import FASTAPI_QUERIES
-from ragcal.gates import fit_floor_gap, fit_threshold_gate
+from ragcal.gates import fit_floor_gap_gate, fit_threshold_gate
 from ragcal.gates.chain import fit_default_chain
 from ragcal.gates.fit import retriever_features
 from ragcal.queries import load_queries
@@ -43,8 +43,8 @@ def test_decide_and_decide_table_agree_on_the_bundled_set(labeled):
     table = table.assign(**{column: features[column] for column in features if column not in table})
     gates = [
         fit_threshold_gate(table, "dense_top1", "keep@0.95", hedge_rule="keep@0.8"),
-        fit_floor_gap(table),
-        fit_floor_gap(table, retriever="bm25_stopwords"),
+        fit_floor_gap_gate(table),
+        fit_floor_gap_gate(table, retriever="bm25_stopwords"),
         fit_default_chain(table),
     ]
     for gate in gates:
@@ -277,7 +277,7 @@ def test_table_support_is_what_decide_passes_on_for_every_gate_kind(labeled):
     gates = [
         fit_threshold_gate(table, "dense_top1", "keep@0.9"),
         fit_threshold_gate(table, "dense_gap", "keep@0.9"),
-        fit_floor_gap(table),
+        fit_floor_gap_gate(table),
         fit_default_chain(table),
         fit_learned_gate(table, "keep@0.9"),
     ]

@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import beta as beta_distribution
 
 from ragcal.calibration import CalibrationWarning, fit_threshold
-from ragcal.gates import FloorGapGate, ThresholdGate, certify_floor_gap, certify_threshold_gate
+from ragcal.gates import FloorGapGate, ThresholdGate, certify_floor_gap_gate, certify_threshold_gate
 from ragcal.gates.floor_gap import floor_gap_answers
 
 
@@ -137,7 +137,7 @@ def test_floor_gap_risk_guarantee_holds_in_simulation():
     for _ in range(200):
         t_scores, t_answerable, t_levels, t_second = draw(rng, 200)
         table = score_table(t_scores, t_answerable, dense_top2=t_second)
-        gate, certificate = certify_floor_gap(table, [f"risk_guarantee@{alpha}"], support=t_levels)
+        gate, certificate = certify_floor_gap_gate(table, [f"risk_guarantee@{alpha}"], support=t_levels)
         assert isinstance(gate, FloorGapGate)
         answered = floor_gap_answers(scores, second, gate.floor, gate.min_gap)
         held.append(true_selective_risk(answered, levels >= gate.floor) <= alpha)

@@ -21,7 +21,7 @@ from ragcal.gates import (
     GateWarning,
     Stage,
     ThresholdGate,
-    fit_floor_gap,
+    fit_floor_gap_gate,
     fit_threshold_gate,
     floor_gap_sweep,
     gate_outcomes,
@@ -421,7 +421,7 @@ def test_fit_floor_gap_hand_case():
         top2=[0.40, 0.54, 0.45, 0.50, 0.49, 0.28],
         answerable=[True, True, True, False, False, False],
     )
-    gate = fit_floor_gap(table, rule="keep@1.0")
+    gate = fit_floor_gap_gate(table, rule="keep@1.0")
     decided = gate.decide_table(table)["action"].tolist()
     assert decided[:3] == ["answer"] * 3 and decided[3:] == ["refuse"] * 3
     # A plain threshold keeping all answerable questions (0.56) would let none through either, but at 0.56 the
@@ -476,7 +476,7 @@ def test_heldout_gates_use_the_threshold_rules_splits():
     table = table_of(top1, top1 - 0.05, answerable, slices)
     fitters = {
         "threshold": lambda calibration: fit_threshold_gate(calibration, "dense_top1", "keep@0.95"),
-        "floor-gap": lambda calibration: fit_floor_gap(calibration, rule="keep@0.95"),
+        "floor-gap": lambda calibration: fit_floor_gap_gate(calibration, rule="keep@0.95"),
     }
     heldout = heldout_gates(table, fitters, n_splits=20)
     reference = heldout_outcomes(table, "dense_top1", ["keep@0.95"], n_splits=20)
@@ -539,7 +539,7 @@ def test_a_gate_never_answers_with_nothing_to_pass_on():
 
 def test_fit_floor_gap_leaves_out_questions_without_hits():
     table = table_of([np.nan, 0.7, 0.6, 0.3], [np.nan, 0.5, 0.55, 0.2], [True, True, True, False])
-    gate = fit_floor_gap(table, rule="keep@1.0")  # used to raise IndexError: no pair kept the question with no hit
+    gate = fit_floor_gap_gate(table, rule="keep@1.0")  # used to raise IndexError: no pair kept the question with no hit
     assert gate.floor == pytest.approx((0.6 + 0.55) / 2)  # midway to the next top or second score below
 
 
@@ -563,7 +563,7 @@ def test_fit_gate_dispatches_to_each_kinds_fit_function():
     import pandas as pd
 
     from ragcal.datasets import DATA_DIR
-    from ragcal.gates import fit_floor_gap, fit_gate, fit_learned_gate, fit_threshold_gate, gate_kinds
+    from ragcal.gates import fit_floor_gap_gate, fit_gate, fit_learned_gate, fit_threshold_gate, gate_kinds
     from ragcal.gates.chain import fit_default_chain
     from ragcal.gates.fit import gate_columns
 
@@ -571,7 +571,7 @@ def test_fit_gate_dispatches_to_each_kinds_fit_function():
     assert set(gate_kinds()) == {"threshold", "floor_gap", "chain", "learned"}
     expected = {
         "threshold": fit_threshold_gate(table, "dense_top1", "keep@0.95"),
-        "floor_gap": fit_floor_gap(table, rule="keep@0.95"),
+        "floor_gap": fit_floor_gap_gate(table, rule="keep@0.95"),
         "chain": fit_default_chain(table, rule="keep@0.95"),
         "learned": fit_learned_gate(table, "keep@0.95"),
     }

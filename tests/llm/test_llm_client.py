@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy.stats import beta
 
-from ragcal.benchmarks.candidates import read_candidates_jsonl
+from ragcal.importers.candidates import read_candidates_jsonl
 from ragcal.llm import (
     SYSTEM_PROMPT,
     ChatEndpoint,
@@ -199,8 +199,9 @@ CONTEXTS = [["Paris is the capital of France."], ["France is in Europe.", "unuse
 def test_verdicts_are_one_row_per_question_and_the_second_call_is_served_from_the_cache(
     tiny_server, requests_seen, tmp_path
 ):
-    cache = tmp_path / "verdicts.sqlite"
-    first = llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_path=cache)
+    cache = tmp_path / "cache"
+    first = llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_dir=cache)
+    assert (cache / "llm_verdicts.sqlite").is_file()
     assert len(requests_seen) == 3
     assert first["id"].tolist() == ["q1", "q2", "q3"]
     assert first["found_answer"].tolist() == [1.0, 0.0, 1.0]
@@ -209,21 +210,30 @@ def test_verdicts_are_one_row_per_question_and_the_second_call_is_served_from_th
     assert not first["cached"].any()
     # k=1: the second passage of q2 is not shown
     assert "unused" not in requests_seen[1][1]["messages"][1]["content"]
-    second = llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_path=cache)
+    second = llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_dir=cache)
     assert len(requests_seen) == 3  # no new request
     assert second["cached"].all()
     columns = ["id", "found_answer", "answer", "citations", "seconds"]
     pd.testing.assert_frame_equal(first[columns], second[columns])
     # another k is another request (another prompt and schema), so the model is asked again
-    llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_path=cache, k=2)
+    llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_dir=cache, k=2)
     assert len(requests_seen) == 6
     assert "[2] unused" in requests_seen[4][1]["messages"][1]["content"]
     # the endpoint's address is not part of the key: the same model behind another port hits the cache
     moved = ChatEndpoint(f"{tiny_server.replace('127.0.0.1', 'localhost')}/ok", "tiny")
-    assert llm_verdicts(QUESTIONS, CONTEXTS, endpoint=moved, cache_path=cache)["cached"].all()
+    assert llm_verdicts(QUESTIONS, CONTEXTS, endpoint=moved, cache_dir=cache)["cached"].all()
     # another model file under the same name is not
     other_file = ChatEndpoint(f"{tiny_server}/ok", "tiny", model_sha256="ab" * 32)
-    assert not llm_verdicts(QUESTIONS, CONTEXTS, endpoint=other_file, cache_path=cache)["cached"].any()
+    assert not llm_verdicts(QUESTIONS, CONTEXTS, endpoint=other_file, cache_dir=cache)["cached"].any()
+
+
+def test_cache_path_is_the_deprecated_file_form_of_cache_dir(tiny_server, tmp_path):
+    with pytest.warns(DeprecationWarning, match=r"llm_verdicts\(cache_path=\) is deprecated: pass cache_dir="):
+        llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_path=tmp_path / "v.sqlite")
+    assert (tmp_path / "v.sqlite").is_file()
+    assert llm_verdicts(QUESTIONS, CONTEXTS, endpoint=f"{tiny_server}/ok", model="tiny", cache_dir=tmp_path)[
+        "cached"
+    ].tolist() == [False] * 3  # the folder's own file, not the one passed as cache_path
 
 
 def test_an_unparseable_reply_is_a_nan_verdict_with_its_reason_not_a_crash(tiny_server, tmp_path):

@@ -73,7 +73,7 @@ def cache_dir(tmp_path_factory):
 def first_verdicts(local_server, cache_dir):
     """The model's verdicts on QUESTIONS, asked once for the module (the one run that generates on this server)."""
     return llm_verdicts(
-        QUESTIONS, CONTEXTS, endpoint=local_server.endpoint, cache_path=cache_dir / "llm_verdicts.sqlite", **OPTIONS
+        QUESTIONS, CONTEXTS, endpoint=local_server.endpoint, cache_dir=cache_dir, **OPTIONS
     )
 
 
@@ -94,7 +94,7 @@ def test_questions_end_to_end_then_the_cache_answers_the_second_time(local_serve
     assert (first["seconds"] > 0).all()
     assert (parsed["prompt_tokens"] > 20).all()
     second = llm_verdicts(
-        QUESTIONS, CONTEXTS, endpoint=local_server.endpoint, cache_path=cache_dir / "llm_verdicts.sqlite", **OPTIONS
+        QUESTIONS, CONTEXTS, endpoint=local_server.endpoint, cache_dir=cache_dir, **OPTIONS
     )
     assert second["cached"].all()
     columns = ["found_answer", "answer", "citations", "seconds", "error"]

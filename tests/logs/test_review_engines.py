@@ -62,14 +62,14 @@ def spark():
 
 def test_every_engine_and_file_split_draws_the_same_sample(logs):
     _, folder = logs
-    expected = review_sample_log(HEDGED, folder / "one.parquet", engine="pandas", size=48, seed=3)
+    expected = review_sample_log(HEDGED, folder / "one.parquet", engine="pandas", size=48, random_state=3)
     assert list(expected.columns[: len(REVIEW_COLUMNS)]) == list(REVIEW_COLUMNS)
     assert len(expected) == 48 and expected["id"].is_unique
     for engine, source in [("duckdb", folder / "one.parquet"), ("duckdb", folder / "parts"),
                            ("duckdb", f"{folder}/parts/part*.parquet"), ("pandas", folder / "one.csv"),
                            ("duckdb", folder / "one.csv")]:  # fmt: skip
-        pd.testing.assert_frame_equal(review_sample_log(HEDGED, source, engine=engine, size=48, seed=3), expected)
-    other = review_sample_log(HEDGED, folder / "parts", size=48, seed=4)
+        pd.testing.assert_frame_equal(review_sample_log(HEDGED, source, engine=engine, size=48, random_state=3), expected)
+    other = review_sample_log(HEDGED, folder / "parts", size=48, random_state=4)
     assert sizes_of(other) == sizes_of(expected) and set(other["id"]) != set(expected["id"])
 
 
@@ -77,16 +77,16 @@ def test_csv_ids_that_look_like_numbers_stay_text_on_every_engine(tmp_path):
     log = live_log(300, seed=5)
     log["id"] = [f"{i}.50" for i in range(len(log))]  # "1.50" is not the number 1.5
     log.to_csv(tmp_path / "numbers.csv", index=False)
-    expected = review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="pandas", size=20, seed=1)
+    expected = review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="pandas", size=20, random_state=1)
     assert expected["id"].str.endswith(".50").all()
     pd.testing.assert_frame_equal(
-        review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="duckdb", size=20, seed=1), expected
+        review_sample_log(HEDGED, tmp_path / "numbers.csv", engine="duckdb", size=20, random_state=1), expected
     )
 
 
 def test_the_draw_keeps_the_smallest_keys_and_the_strata_of_review_sample(logs):
     log, folder = logs
-    sample = review_sample_log(HEDGED, folder / "parts", size=60, seed=0)
+    sample = review_sample_log(HEDGED, folder / "parts", size=60, random_state=0)
     in_memory = review_sample(HEDGED, log, size=60, random_state=0)
     assert sizes_of(sample) == sizes_of(in_memory)
     assert set(sample["stratum"]) == {"answer/near", "answer/far", "hedge/near", "hedge/far", "refuse/near",
@@ -184,8 +184,8 @@ def test_a_log_without_ids_is_keyed_by_its_query(tmp_path):
 
 def test_spark_draws_the_sample_of_duckdb(logs, spark):
     _, folder = logs
-    expected = review_sample_log(HEDGED, folder / "parts", engine="duckdb", size=30, seed=1, since="2026-05-01T03:00")
-    drawn = review_sample_log(HEDGED, folder / "parts", engine="spark", size=30, seed=1, since="2026-05-01T03:00")
+    expected = review_sample_log(HEDGED, folder / "parts", engine="duckdb", size=30, random_state=1, since="2026-05-01T03:00")
+    drawn = review_sample_log(HEDGED, folder / "parts", engine="spark", size=30, random_state=1, since="2026-05-01T03:00")
     pd.testing.assert_frame_equal(drawn, expected)
     assert duplicate_id(folder / "parts", engine="spark") is None
 
@@ -214,3 +214,11 @@ def test_cli_draws_with_duckdb_and_the_labels_read_back(tmp_path, capsys):
     assert table.loc["refusals_answerable", "estimate"] == 1.0 and table.loc["answers_unanswerable", "estimate"] == 1.0
     assert main([*arguments[:4], "--out", str(out), "--engine", "duckdb", "--until", "2020-01-01"]) == 2
     assert "--since/--until need a 'timestamp' column" in capsys.readouterr().err
+
+
+def test_review_sample_log_seed_is_the_deprecated_name_of_random_state(logs):
+    _, folder = logs
+    with pytest.warns(DeprecationWarning, match=r"review_sample_log\(seed=\) is deprecated: pass random_state="):
+        old = review_sample_log(HEDGED, folder / "one.parquet", engine="pandas", size=20, seed=3)
+    new = review_sample_log(HEDGED, folder / "one.parquet", engine="pandas", size=20, random_state=3)
+    pd.testing.assert_frame_equal(old, new)

@@ -13,11 +13,17 @@ import pytest
 
 from ragcal.calibration import calibrate, fit_threshold
 from ragcal.cli import main
-from ragcal.metrics import DegenerateInputWarning, auc_with_ci, group_stats, outcome_table, sweep
+from ragcal.metrics import DegenerateInputWarning, auc_interval, group_stats, outcome_table, sweep
 from ragcal.metrics.auc import auc_interval
 from ragcal.score_tables import read_score_table, unanswerable_slices
 
 RULES = ["keep@0.95", "recall_guarantee@0.9", "false_answer_guarantee@0.2", "min_cost@5"]
+
+
+def auc_ci(*args, **kwargs):
+    """(auc, low, high) of auc_interval over every row (no subsample)."""
+    result = auc_interval(*args, bootstrap_rows=None, **kwargs)
+    return result.auc, result.low, result.high
 
 
 def logged_table(n, random_state=0, decimals=None):
@@ -89,13 +95,13 @@ def test_small_tables_get_the_plain_bootstrap_unchanged(frame):
     labels, scores = (frame["answerable"] == "yes").to_numpy(), frame["my_score"].to_numpy()
     result = auc_interval(labels, scores, bootstrap_rows=5000, n_resamples=500)
     assert result.interval == "bootstrap" and result.bootstrap_rows == len(frame)
-    assert (result.auc, result.low, result.high) == auc_with_ci(labels, scores, n_resamples=500)
+    assert (result.auc, result.low, result.high) == auc_ci(labels, scores, n_resamples=500)
 
 
 def test_m_out_of_n_interval_matches_the_full_bootstrap_width():
     table = logged_table(60_000, random_state=4)
     labels, scores = (table["answerable"] == "yes").to_numpy(), table["my_score"].to_numpy()
-    full = auc_with_ci(labels, scores, n_resamples=1000)
+    full = auc_ci(labels, scores, n_resamples=1000)
     scaled = auc_interval(labels, scores, bootstrap_rows=6000, n_resamples=1000)
     assert scaled.interval == "m-out-of-n bootstrap" and scaled.bootstrap_rows == 6000
     assert scaled.auc == full[0]  # the point estimate uses every row

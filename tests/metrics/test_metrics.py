@@ -5,10 +5,16 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from ragcal.metrics import DegenerateInputWarning, auc_with_ci, retrieval_metrics
+from ragcal.metrics import DegenerateInputWarning, auc_interval, retrieval_metrics
 from ragcal.metrics.auc import auc_bootstrap
 from ragcal.metrics.retrieval import bootstrap_mean_ci, per_query_retrieval_metrics
 from ragcal.runs import read_trec_run
+
+
+def auc_ci(*args, **kwargs):
+    """(auc, low, high) of auc_interval over every row (no subsample)."""
+    result = auc_interval(*args, bootstrap_rows=None, **kwargs)
+    return result.auc, result.low, result.high
 
 
 def run_frame(rankings):
@@ -122,10 +128,10 @@ def test_vectorised_bootstrap_equals_sklearn_on_each_resample():
 
 def test_auc_with_ci_hand_case_and_direction():
     # positives 3, 2 ; negatives 1, 2 -> pairs: 3>1, 3>2, 2>1, 2=2 -> (3 + 0.5) / 4
-    auc, low, high = auc_with_ci([1, 1, 0, 0], [3, 2, 1, 2])
+    auc, low, high = auc_ci([1, 1, 0, 0], [3, 2, 1, 2])
     assert auc == pytest.approx(3.5 / 4)
     assert low <= auc <= high
-    flipped, _, _ = auc_with_ci([1, 1, 0, 0], [3, 2, 1, 2], higher_is_answerable=False)
+    flipped, _, _ = auc_ci([1, 1, 0, 0], [3, 2, 1, 2], higher_is_answerable=False)
     assert flipped == pytest.approx(1 - 3.5 / 4)
 
 
@@ -138,16 +144,16 @@ def test_auc_with_ci_hand_case_and_direction():
 )
 def test_degenerate_auc_warns_and_returns_nan(y_true, y_score, message):
     with pytest.warns(DegenerateInputWarning, match=message):
-        result = auc_with_ci(y_true, y_score)
+        result = auc_ci(y_true, y_score)
     assert all(np.isnan(result))
 
 
 def test_nan_scores_are_rejected():
     with pytest.raises(ValueError, match="NaN"):
-        auc_with_ci([1, 0], [0.5, np.nan])
+        auc_ci([1, 0], [0.5, np.nan])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        auc_with_ci([1, 0, 1, 0], [0.9, 0.1, 0.8, 0.3])
+        auc_ci([1, 0, 1, 0], [0.9, 0.1, 0.8, 0.3])
 
 
 # --------------------------------------------------------------------------- check_score_table
@@ -192,3 +198,11 @@ def test_score_table_with_another_delimiter_is_named(tmp_path, delimiter, name):
     message = str(raised.value)
     assert message.startswith(f"{path}: looks {name}-delimited; ragcal reads comma-separated CSV")
     assert "missing column" not in message
+
+
+def test_auc_with_ci_is_deprecated_and_returns_auc_intervals_numbers():
+    from ragcal.metrics.auc import auc_with_ci
+
+    with pytest.warns(DeprecationWarning, match=r"auc_interval\(y_true, y_score, bootstrap_rows=None\)"):
+        old = auc_with_ci([1, 1, 0, 0, 1], [3, 2, 1, 2, 0.5], n_resamples=300)
+    assert old == auc_ci([1, 1, 0, 0, 1], [3, 2, 1, 2, 0.5], n_resamples=300)

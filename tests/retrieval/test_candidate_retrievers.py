@@ -9,8 +9,8 @@ import pytest
 from conftest import write
 from rank_bm25 import BM25Okapi
 
-from ragcal.benchmarks.candidates import CandidateFileError, read_candidates_jsonl
-from ragcal.benchmarks.trec import read_trec_candidates
+from ragcal.importers.candidates import CandidateFileError, read_candidates_jsonl
+from ragcal.importers.trec import read_trec_candidates
 from ragcal.candidate_scoring import left_out_signals, score_candidates
 from ragcal.chunking import page_of
 from ragcal.queries import load_queries

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragcal.benchmarks.candidates import read_candidates_jsonl
+from ragcal.importers.candidates import read_candidates_jsonl
 from ragcal.candidate_scoring import score_candidates
 from ragcal.retrieval.base import RetrievalResult
 from ragcal.retrieval.index import IndexOptions, build_index

@@ -35,7 +35,7 @@ CASES = {
         ["monitor_shift"],
         1,
     ),
-    # Reads the committed SQuAD 2.0 results (tests/study/test_benchmark_study.py runs it on a computed study).
+    # Reads the committed SQuAD 2.0 results (tests/study/test_imported_study.py runs it on a computed study).
     "10_benchmarks": (
         {"results_dir": str(NOTEBOOKS_DIR.parent / "results" / "squad2-A"), "n_resamples": 300},
         ["score_distributions", "roc", "risk_coverage"],

@@ -12,8 +12,8 @@ from ragcal.metrics import auc_table
 from ragcal.retrieval.index import build_index
 from ragcal.scoring import score_table
 from ragcal.signals import SIGNALS, register_signal, unregister_signal
-from ragcal.study.benchmark import BENCHMARKS, BenchmarkInputs
-from ragcal.study.benchmark_report import spread
+from ragcal.study.imported import BENCHMARKS, BenchmarkInputs
+from ragcal.study.imported_report import spread
 from ragcal.study.retrieved_cache import cached_retrieval
 from ragcal.study.try_signal import signal_names, trial_data, trial_report, try_signal
 

@@ -1,14 +1,14 @@
 """Public benchmarks and exported candidate lists, read into ragcal's own formats.
 
-- :mod:`~ragcal.benchmarks.candidates`: questions with their own retrieved
+- :mod:`~ragcal.importers.candidates`: questions with their own retrieved
   passages (a candidates JSONL), the shape every reader here produces or
   consumes.
-- :mod:`~ragcal.benchmarks.importing`: :func:`import_benchmark`, a public
+- :mod:`~ragcal.importers.importing`: :func:`import_benchmark`, a public
   benchmark written as a Markdown folder and a labeled query file, with its
   formats in one registry (:data:`BENCHMARK_FORMATS`):
-  :mod:`~ragcal.benchmarks.squad2` (the SQuAD 2.0 JSON),
-  :mod:`~ragcal.benchmarks.beir` (a BEIR folder) and the candidates JSONL.
-- :mod:`~ragcal.benchmarks.writing`: the folder they write, whole or not at all.
+  :mod:`~ragcal.importers.squad2` (the SQuAD 2.0 JSON),
+  :mod:`~ragcal.importers.beir` (a BEIR folder) and the candidates JSONL.
+- :mod:`~ragcal.importers.writing`: the folder they write, whole or not at all.
 """
 
 from .candidates import (

@@ -1,6 +1,6 @@
 """An imported benchmark on disk: a Markdown folder and a labeled query file, written whole or not at all.
 
-Every importer (:mod:`~ragcal.benchmarks.squad2`, :mod:`~ragcal.benchmarks.beir`,
+Every importer (:mod:`~ragcal.importers.squad2`, :mod:`~ragcal.importers.beir`,
 the candidates JSONL) feeds one :class:`BenchmarkWriter`, which writes::
 
     DIR/corpus/<page>.md    one page per passage: "# <title>", a blank line, the text
@@ -89,7 +89,7 @@ class ImportSummary:
     Attributes
     ----------
     format : str
-        The benchmark format (a key of ``ragcal.benchmarks.BENCHMARK_FORMATS``).
+        The benchmark format (a key of ``ragcal.importers.BENCHMARK_FORMATS``).
     source, out, corpus, queries : Path
         The source read, the folder written, its ``corpus/`` and its ``queries.csv``.
     pages, questions, answerable : int

@@ -1,10 +1,10 @@
-"""The candidates JSONL reader and the passage page names (ragcal.benchmarks.candidates)."""
+"""The candidates JSONL reader and the passage page names (ragcal.importers.candidates)."""
 
 import json
 
 import pytest
 
-from ragcal.benchmarks import CandidateFileError, passage_pages, read_candidates_jsonl
+from ragcal.importers import CandidateFileError, passage_pages, read_candidates_jsonl
 
 
 def write_lines(path, records):

@@ -5,8 +5,8 @@ import json
 import pytest
 from conftest import write
 
-from ragcal.benchmarks.candidates import CandidateFileError
-from ragcal.benchmarks.trec import read_trec_candidates, read_trec_lines
+from ragcal.importers.candidates import CandidateFileError
+from ragcal.importers.trec import read_trec_candidates, read_trec_lines
 from ragcal.queries import QueryFileError
 
 PASSAGES = [

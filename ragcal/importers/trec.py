@@ -1,4 +1,4 @@
-"""An exported top-k as a :class:`~ragcal.benchmarks.candidates.CandidateSet`: a TREC run plus its passages.
+"""An exported top-k as a :class:`~ragcal.importers.candidates.CandidateSet`: a TREC run plus its passages.
 
 What a production RAG system can export of its own retrieval, in the two
 formats IR tools already share:

@@ -16,7 +16,7 @@ What :func:`write_squad2` makes of it:
   then the paragraph text. The article folder is the title itself when it is
   made of letters, digits, ``.``, ``_`` and ``-`` (every title of the dev
   set); any other character becomes ``_`` (see
-  :func:`~ragcal.benchmarks.passage_pages`);
+  :func:`~ragcal.importers.passage_pages`);
 - an answerable question (``is_impossible`` false): slice ``answerable``,
   gold = its paragraph's page;
 - an unanswerable one: slice ``near-domain``, gold empty. Crowd workers

@@ -28,7 +28,7 @@ questions. What :func:`benchmark_study` writes:
 - ``operating_points.csv``: binary logged signals (an LLM's ``found_answer``)
   as points on the same ROC and risk-coverage axes, with Clopper-Pearson
   intervals (questions taken as independent) and article-clustered ones;
-- ``summary.md`` (:mod:`ragcal.study.benchmark_report`), beside the bundled
+- ``summary.md`` (:mod:`ragcal.study.imported_report`), beside the bundled
   corpora's numbers read from their own results.
 """
 
@@ -54,7 +54,7 @@ from ..queries import QueryFileError, load_queries
 from ..score_tables import answerable_sign, write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
-from .benchmark_stats import (
+from .imported_stats import (
     BASELINE_SIGNAL,
     GROUP_COLUMN,
     LEARNED_RULE,
@@ -85,9 +85,9 @@ __all__ = [
 class BenchmarkInputs:
     """Where one benchmark's files are: either an imported Markdown corpus and its labeled queries (with a
     ``group`` column), or a ``source`` file in a public format that :meth:`resolve` imports with
-    :func:`ragcal.benchmarks.import_benchmark`; optionally logged signals (a CSV with ``id`` and one column per
+    :func:`ragcal.importers.import_benchmark`; optionally logged signals (a CSV with ``id`` and one column per
     signal, e.g. ``llm_found_answer``). With ``llm_sample`` and no ``logged`` file, reproducing asks the local LLM
-    about that many questions (:func:`ragcal.study.benchmark_llm.llm_baseline`) and joins its verdicts."""
+    about that many questions (:func:`ragcal.study.imported_llm.llm_baseline`) and joins its verdicts."""
 
     name: str
     title: str
@@ -108,7 +108,7 @@ class BenchmarkInputs:
         if self.source is None:
             return Path(self.corpus), Path(self.queries)
         from .._io import sha256_file
-        from ..benchmarks import import_benchmark
+        from ..importers import import_benchmark
         from ..embedding.cache import default_cache_dir
 
         source = Path(self.source)
@@ -128,7 +128,7 @@ BENCHMARKS = {
         "SQuAD 2.0 dev set, half A (8 articles)",
         source=DATA_DIR / "benchmarks" / "squad2-A" / "dev-v2.0-half-A.json",
         format="squad2",
-        llm_sample=300,  # the local LLM's verdicts on a stratified sample (ragcal.study.benchmark_llm)
+        llm_sample=300,  # the local LLM's verdicts on a stratified sample (ragcal.study.imported_llm)
     ),
 }
 
@@ -314,7 +314,7 @@ def protocol_comparison(table, learned_signals, learned_by_article, heldout, *, 
     """
     from sklearn.metrics import roc_auc_score
 
-    from .benchmark_report import spread
+    from .imported_report import spread
 
     rows = []
     by_article = heldout[(heldout["signal"] == BASELINE_SIGNAL) & (heldout["rule"] == LEARNED_RULE)]
@@ -396,7 +396,7 @@ def benchmark_study(
     -------
     dict of str to DataFrame (and the markdown summary under ``"summary"``)
     """
-    from .benchmark_report import benchmark_summary
+    from .imported_report import benchmark_summary
 
     log = log or (lambda message: None)
     results_dir = Path(results_dir)
@@ -551,7 +551,7 @@ def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_
                         llm: bool = False, timings=None, log=print) -> dict:  # fmt: skip
     """``ragcal reproduce --benchmark NAME``: :func:`benchmark_study` on :data:`BENCHMARKS` ``[name]``, written to
     ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads). The LLM's verdicts are
-    asked again only with ``llm`` (:func:`ragcal.study.benchmark_llm.llm_signals`)."""
+    asked again only with ``llm`` (:func:`ragcal.study.imported_llm.llm_signals`)."""
     from .timings import StageTimings
 
     timings = timings if timings is not None else StageTimings()
@@ -566,7 +566,7 @@ def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_
             )
     logged = inputs.logged
     if logged is None and inputs.llm_sample:
-        from .benchmark_llm import llm_signals
+        from .imported_llm import llm_signals
 
         logged = llm_signals(inputs, corpus, queries, Path(results_dir) / name, ask=llm, cache_dir=cache_dir,
                              timings=timings, log=log)  # fmt: skip

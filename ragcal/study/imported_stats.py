@@ -1,4 +1,4 @@
-"""The statistics of the benchmark study (:mod:`ragcal.study.benchmark`): intervals that resample whole articles,
+"""The statistics of the benchmark study (:mod:`ragcal.study.imported`): intervals that resample whole articles,
 the learned gate nested held out by article, risk-coverage with both intervals, and binary signals as points.
 
 Questions about one article are not independent: a bootstrap that resamples

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from ragcal.benchmarks import BenchmarkWriter, import_benchmark
-from ragcal.benchmarks.writing import QUERY_FILE_COLUMNS, page_markdown
+from ragcal.importers import BenchmarkWriter, import_benchmark
+from ragcal.importers.writing import QUERY_FILE_COLUMNS, page_markdown
 from ragcal.corpus import load_corpus
 from ragcal.queries import load_queries
 

@@ -22,9 +22,9 @@ __all__ = ["BenchmarkFormat", "BENCHMARK_FORMATS", "import_benchmark", "write_ca
 
 
 def write_candidates(source, writer) -> tuple[str, ...]:
-    """Import a candidates JSONL (:func:`~ragcal.benchmarks.read_candidates_jsonl`) into ``writer``.
+    """Import a candidates JSONL (:func:`~ragcal.importers.read_candidates_jsonl`) into ``writer``.
 
-    Every passage becomes one page (:func:`~ragcal.benchmarks.passage_pages`),
+    Every passage becomes one page (:func:`~ragcal.importers.passage_pages`),
     a passage listed under several questions once. A question's gold is the
     pages of its passages marked ``"answers": true`` (none: an answerable
     question with empty gold, counted in the summary); its slice is the
@@ -84,8 +84,8 @@ def import_benchmark(format: str, source, out, *, overwrite: bool = False, **opt
     **options
         The format's own options: ``articles`` (squad2); ``split``,
         ``unanswerable_slice``, ``queries`` (beir). See
-        :func:`~ragcal.benchmarks.squad2.write_squad2` and
-        :func:`~ragcal.benchmarks.beir.write_beir`.
+        :func:`~ragcal.importers.squad2.write_squad2` and
+        :func:`~ragcal.importers.beir.write_beir`.
 
     Returns
     -------
@@ -96,7 +96,7 @@ def import_benchmark(format: str, source, out, *, overwrite: bool = False, **opt
     ------
     ValueError
         An unknown format, an option the format does not take, or a source
-        that cannot be read (:class:`~ragcal.benchmarks.CandidateFileError`,
+        that cannot be read (:class:`~ragcal.importers.CandidateFileError`,
         naming the file, the line or JSON path, and the field). Nothing is
         left behind: neither ``out`` nor a temporary folder.
     FileExistsError

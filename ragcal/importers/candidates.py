@@ -13,7 +13,7 @@ one :class:`CandidateSet`:
   ``slice``, a passage's ``title``, ``answers`` and ``score`` are optional;
   the passages are listed best first. A passage that appears under several
   questions is one passage (its title and text must agree).
-- :func:`ragcal.benchmarks.trec.read_trec_candidates`: a TREC run plus the
+- :func:`ragcal.importers.trec.read_trec_candidates`: a TREC run plus the
   passages in BEIR's ``corpus.jsonl`` schema.
 
 Every passage becomes one page of a Markdown folder (:func:`passage_pages`),
@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..formatting import listing
+
 __all__ = [
     "Passage",
     "CandidateQuestion",
@@ -39,6 +41,7 @@ __all__ = [
     "read_candidates_jsonl",
     "passage_pages",
     "iter_jsonl",
+    "candidate_queries",
 ]
 
 
@@ -76,7 +79,7 @@ class CandidateQuestion:
     unlisted_gold : tuple of str, default=()
         Ids of passages known to answer the question that are not among its
         candidates (a run that missed its gold,
-        :func:`~ragcal.benchmarks.trec.read_trec_candidates`).
+        :func:`~ragcal.importers.trec.read_trec_candidates`).
     """
 
     id: str
@@ -298,3 +301,28 @@ def passage_pages(passage_ids) -> dict[str, str]:
             stem = f"{stem}-{hashlib.sha1(passage_id.encode('utf-8')).hexdigest()[:10]}".lstrip("-.")
         pages[passage_id] = f"{stem}.md"
     return pages
+
+
+def candidate_queries(candidates: CandidateSet):
+    """The labeled questions of a set, as a DataFrame ``id, query, answerable, slice``, in the set's order.
+
+    Raises
+    ------
+    ValueError
+        Naming the set's file and up to ten questions without an
+        ``answerable`` label: a score table needs it.
+    """
+    import pandas as pd  # here: `ragcal --help` reads this module for the import formats and loads no pandas
+
+    unlabeled = [question.id for question in candidates.questions if question.answerable is None]
+    if unlabeled:
+        shown = listing(unlabeled, show=repr)
+        raise ValueError(f"{candidates.source}: {len(unlabeled)} question(s) carry no 'answerable' label: {shown}")
+    return pd.DataFrame(
+        {
+            "id": [question.id for question in candidates.questions],
+            "query": [question.query for question in candidates.questions],
+            "answerable": [bool(question.answerable) for question in candidates.questions],
+            "slice": [question.slice for question in candidates.questions],
+        }
+    )

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ragcal.benchmarks import BenchmarkFileError, CandidateFileError, import_benchmark
+from ragcal.importers import BenchmarkFileError, CandidateFileError, import_benchmark
 from ragcal.corpus import load_corpus
 from ragcal.queries import load_queries
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ragcal.benchmarks import BenchmarkFileError, import_benchmark
+from ragcal.importers import BenchmarkFileError, import_benchmark
 from ragcal.corpus import load_corpus
 from ragcal.queries import load_queries
 

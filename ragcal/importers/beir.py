@@ -9,7 +9,7 @@ A BEIR folder (Thakur et al., 2021) holds::
 A score above 0 means relevant. What :func:`write_beir` makes of it:
 
 - every document becomes one page, named from its id by
-  :func:`~ragcal.benchmarks.passage_pages` (as in a candidates JSONL) and
+  :func:`~ragcal.importers.passage_pages` (as in a candidates JSONL) and
   headed with its title (its id when the title is empty);
 - a query with at least one relevant document in ``qrels/<split>.tsv`` is
   answerable (slice ``answerable``, gold = its relevant documents' pages);

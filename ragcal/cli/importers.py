@@ -16,19 +16,19 @@ FORMAT_FLAGS = {
 
 
 def format_names() -> tuple[str, ...]:
-    from ..benchmarks import BENCHMARK_FORMATS
+    from ..importers import BENCHMARK_FORMATS
 
     return tuple(BENCHMARK_FORMATS)
 
 
 def formats_help() -> str:
-    from ..benchmarks import BENCHMARK_FORMATS
+    from ..importers import BENCHMARK_FORMATS
 
     return "; ".join(f"{name}: {benchmark_format.source}" for name, benchmark_format in BENCHMARK_FORMATS.items())
 
 
 def query_selections() -> tuple[str, ...]:
-    from ..benchmarks.beir import QUERY_SELECTIONS
+    from ..importers.beir import QUERY_SELECTIONS
 
     return QUERY_SELECTIONS
 
@@ -72,7 +72,7 @@ def add_parsers(commands) -> None:
 
 
 def run_import_benchmark(args) -> None:
-    from ..benchmarks import BENCHMARK_FORMATS, import_benchmark
+    from ..importers import BENCHMARK_FORMATS, import_benchmark
 
     options = {name: getattr(args, name) for name in FORMAT_FLAGS if getattr(args, name) is not None}
     takes = BENCHMARK_FORMATS[args.format].options
@@ -90,7 +90,7 @@ def run_import_benchmark(args) -> None:
 
 
 def summary_lines(summary) -> list[str]:
-    """The few lines ``import-benchmark`` prints about an :class:`~ragcal.benchmarks.ImportSummary`."""
+    """The few lines ``import-benchmark`` prints about an :class:`~ragcal.importers.ImportSummary`."""
     by_slice = ", ".join(f"{count} {slice_name}" for slice_name, count in summary.unanswerable) or "none"
     lines = [
         f"imported {summary.format} {summary.source} -> {summary.out}",

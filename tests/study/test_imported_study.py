@@ -11,8 +11,8 @@ from sklearn.metrics import roc_auc_score
 from ragcal.gates.learned_score import fit_learned_score
 from ragcal.metrics import clopper_pearson
 from ragcal.queries import QueryFileError
-from ragcal.study.benchmark import benchmark_study, join_logged_file, read_benchmark_results, score_benchmark
-from ragcal.study.benchmark_stats import clustered_auc, clustered_share, operating_points
+from ragcal.study.imported import benchmark_study, join_logged_file, read_benchmark_results, score_benchmark
+from ragcal.study.imported_stats import clustered_auc, clustered_share, operating_points
 
 # Three fake articles: two paragraphs each, with questions answered by a paragraph and questions it does not answer.
 ARTICLES = {
@@ -102,7 +102,7 @@ def test_clustered_auc_by_hand():
 
 def test_clustered_auc_resamples_match_weighted_sklearn():
     """The tallied Mann-Whitney of each resample is sklearn's AUC with the draw counts as sample weights."""
-    from ragcal.study.benchmark_stats import _cluster_weights
+    from ragcal.study.imported_stats import _cluster_weights
 
     rng = np.random.default_rng(4)
     labels = rng.random(60) < 0.5
@@ -286,7 +286,7 @@ def test_the_notebook_computes_the_study_when_there_are_no_results(tmp_path):
 @pytest.mark.slow
 def test_reproduce_benchmark_from_the_command_line(tmp_path, monkeypatch, capsys):
     from ragcal.cli import main
-    from ragcal.study.benchmark import BENCHMARKS, BenchmarkInputs
+    from ragcal.study.imported import BENCHMARKS, BenchmarkInputs
 
     assert main(["reproduce", "--benchmark", "squad3", "--results", str(tmp_path)]) == 2
     assert "unknown benchmark 'squad3'; known: squad2-A" in capsys.readouterr().err
@@ -308,7 +308,7 @@ def test_reproduce_benchmark_from_the_command_line(tmp_path, monkeypatch, capsys
 
 @pytest.mark.slow
 def test_llm_baseline_asks_the_local_model_about_a_stratified_sample(tmp_path):
-    from ragcal.study.benchmark_llm import llm_baseline
+    from ragcal.study.imported_llm import llm_baseline
 
     corpus, queries = write_benchmark(tmp_path / "fake")
     out = tmp_path / "results"
