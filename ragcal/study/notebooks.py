@@ -162,6 +162,7 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     import jupytext
     import nbformat
     from nbclient import NotebookClient
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     from .._io import atomic_write_text
 
@@ -187,6 +188,9 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     with _quiet_progress_bars():
         client.execute()
     _static_widget_outputs(notebook)
+    # One output per run of the same stream: how a print's text is cut into messages depends on the kernel's
+    # flush timing (under load, "...: 0" and its newline can come apart), so merged, the file does not.
+    CoalesceStreamsPreprocessor().preprocess(notebook, {})
     if output is not None:
         atomic_write_text(output, nbformat.writes(notebook))
     return notebook

@@ -169,3 +169,17 @@ def test_channels_are_polled_in_steps_until_their_timeout():
     channel = SlowChannel(ready_at=time.monotonic() + 0.1)
     _poll_in_steps(channel, step=0.05)
     assert asyncio.run(channel.get_msg()) == {"msg": "reply"} and set(channel.polls) == {0.05}
+
+
+def test_a_print_cut_into_several_messages_is_one_output(tmp_path):
+    # Under load a kernel may send a print's text and its newline as two messages; the executed file must not
+    # depend on that, or a re-run writes other bytes.
+    script = tmp_path / "cut.py"
+    script.write_text(
+        "# %%\nimport sys, time\n"
+        "print('largest difference: 0', end='')\nsys.stdout.flush()\ntime.sleep(0.5)\nprint()\n"
+        "print('second line')\nsys.stdout.flush()\ntime.sleep(0.5)\nprint('to stderr', file=sys.stderr)\n"
+    )
+    notebook = execute_notebook(script, tmp_path / "cut.ipynb")
+    outputs = [(output["name"], output["text"]) for output in notebook.cells[0]["outputs"]]
+    assert outputs == [("stdout", "largest difference: 0\nsecond line\n"), ("stderr", "to stderr\n")]
