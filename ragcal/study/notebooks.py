@@ -237,8 +237,15 @@ def _execute_runs(runs, *, jobs: int, log) -> None:
             log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'}")
         return
     log(f"executing {len(runs)} notebooks, {min(jobs, len(runs))} at a time: {', '.join(name for name, *_ in runs)}")
-    run_in_processes([(_execute_to, run, {}) for run in runs], jobs=jobs)
-    log(f"executed {len(runs)} notebooks")
+    started, done = time.perf_counter(), []
+
+    def finished(position, _):
+        done.append(position)
+        name, folder, _ = runs[position]
+        elapsed = time.perf_counter() - started
+        log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'} ({len(done)} of {len(runs)}, {elapsed:.0f} s)")
+
+    run_in_processes([(_execute_to, run, {}) for run in runs], jobs=jobs, on_done=finished)
 
 
 def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir=None, jobs: int = 1,

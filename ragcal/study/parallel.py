@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 __all__ = ["default_jobs", "run_in_processes"]
 
@@ -45,7 +45,7 @@ def _limit_threads(threads: int) -> None:
 _LIMITS = None
 
 
-def run_in_processes(tasks, *, jobs: int) -> list:
+def run_in_processes(tasks, *, jobs: int, on_done=None) -> list:
     """Run ``(function, args, kwargs)`` tasks in up to ``jobs`` processes; their results in the tasks' order.
 
     Parameters
@@ -56,6 +56,9 @@ def run_in_processes(tasks, *, jobs: int) -> list:
     jobs : int
         Processes at most. With one job, or one task, everything runs here,
         in this process.
+    on_done : callable, default=None
+        Called here as ``on_done(position, result)`` as each task finishes (in
+        the order they finish): a progress line per task.
 
     Returns
     -------
@@ -68,12 +71,21 @@ def run_in_processes(tasks, *, jobs: int) -> list:
         raise ValueError(f"jobs must be a positive int. Got {jobs!r} instead.")
     workers = min(jobs, len(tasks))
     if workers <= 1:
-        return [function(*args, **kwargs) for function, args, kwargs in tasks]
+        results = []
+        for position, (function, args, kwargs) in enumerate(tasks):
+            results.append(function(*args, **kwargs))
+            if on_done is not None:
+                on_done(position, results[-1])
+        return results
     threads = max(1, default_jobs() // workers)
     context = multiprocessing.get_context("spawn")  # no fork of a process that holds torch's threads
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_limit_threads, initargs=(threads,)) as pool:
         futures = [pool.submit(function, *args, **kwargs) for function, args, kwargs in tasks]
         try:
+            if on_done is not None:
+                positions = {future: position for position, future in enumerate(futures)}
+                for future in as_completed(futures):
+                    on_done(positions[future], future.result())
             return [future.result() for future in futures]
         except BaseException:
             for future in futures:

@@ -38,6 +38,16 @@ def test_results_come_back_in_task_order_with_the_same_bits(tmp_path):
     assert np.array_equal(draw, seeded_draw(3))
 
 
+def test_on_done_hears_of_every_task_once_with_its_result(tmp_path):
+    for jobs in (1, 2):
+        heard = []
+        results = run_in_processes(
+            [(seeded_draw, (seed,), {}) for seed in (1, 2, 3)], jobs=jobs, on_done=lambda i, r: heard.append((i, r))
+        )
+        assert sorted(position for position, _ in heard) == [0, 1, 2]
+        assert all(result.tolist() == results[position].tolist() for position, result in heard)
+
+
 def test_one_job_runs_here_and_errors_are_raised_here(tmp_path):
     assert run_in_processes([(seeded_draw, (1,), {}), (seeded_draw, (2,), {})], jobs=1)[1].tolist() == seeded_draw(
         2
