@@ -51,7 +51,7 @@ DIRECT_WRITE = re.compile(
 
 #: Modules that write files one by one into a temporary folder of their own, which is renamed into place whole
 #: once complete (and removed on any error): the folder is the atomic unit there, not each file.
-WHOLE_FOLDER_WRITERS = {"benchmarks/writing.py"}
+WHOLE_FOLDER_WRITERS = {"importers/writing.py"}
 
 
 def test_every_output_goes_through_the_atomic_writers():

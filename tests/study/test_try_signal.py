@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from labeled_queries import QUERIES
-from test_benchmark_study import write_benchmark
+from test_imported_study import write_benchmark
 
 from ragcal.calibration import group_splits, heldout_outcomes
 from ragcal.cli import main
