@@ -442,19 +442,24 @@ def test_threshold_slider_redraws_and_counts_follow_it(selenium_webdriver, score
             SERVER_TIMEOUT,
             "the notebook did not open with an idle kernel",
         )
-        run_all_cells(browser)
-        state = wait_until(
-            browser,
-            lambda state: (
-                state
-                if state["status"] == "idle"
-                and "[*]:" not in state["prompts"]
-                and any(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"])
-                else None
-            ),
-            RUN_ALL_TIMEOUT,
-            "Run All Cells did not finish",
-        )
+        for attempt in range(2):
+            # Now and then the menu click runs only the first cell (the others stay "[ ]:", never queued); the
+            # kernel is then idle with cells left, and Run All Cells is chosen once more.
+            run_all_cells(browser)
+            state = wait_until(
+                browser,
+                lambda state: (
+                    state
+                    if state["status"] == "idle"
+                    and "[*]:" not in state["prompts"]
+                    and any(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"])
+                    else None
+                ),
+                RUN_ALL_TIMEOUT,
+                "Run All Cells did not finish",
+            )
+            if state["errors"] or all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"]):
+                break
         assert not state["errors"], "a cell shows an error:\n" + "\n\n".join(state["errors"])
         assert all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in state["prompts"]), (
             f"not every cell ran: {state['prompts']}"
