@@ -165,12 +165,10 @@ def check_judge_depth(args, provenance=None) -> None:
 
 def judge_readers(args) -> tuple:
     """``--judge`` (read ``--judge-depth`` passages deep) as readers after retrieval: empty without one."""
-    if args.judge is None:
-        return ()
-    from ..judges.results import judge_reader
+    from ..scoring import index_arguments
 
-    depth = args.judge_depth if args.judge_depth is not None else 10
-    return (judge_reader(args.judge, depth=depth, cache_dir=args.cache_dir, use_cache=not args.no_cache),)
+    settings = {"judge": args.judge, "judge_depth": args.judge_depth}
+    return index_arguments(settings, cache_dir=args.cache_dir, use_cache=not args.no_cache)["readers"]
 
 
 def index_arguments_from(args, corpus, *, recorded=None, access: bool = True) -> dict:
