@@ -247,7 +247,7 @@ def _check_judge(provenance: dict, config: dict, source) -> None:
 def index_options(provenance: dict) -> dict:
     """The index settings a gate's provenance records: model, chunking, excluded pages, reranker, judge, faiss kind.
 
-    Flat, as :func:`ragcal.scoring.index_from_settings` reads them (``model``,
+    Flat, as :func:`ragcal.scoring.index_arguments` reads them (``model``,
     ``chunker``, ``max_tokens``, ``window``, ``expand_includes``, ``exclude``,
     ``reranker`` and ``rerank_depth``, ``judge`` and ``judge_depth``,
     ``dense_index``); only those recorded are present.
