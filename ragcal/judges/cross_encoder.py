@@ -171,12 +171,16 @@ class CrossEncoderJudge:
                 batch_size=self.batch_size,
                 max_length=self.max_length,
             )
-            fresh = dict(zip(missing, probabilities(logits, self.positive).tolist()))
+            fresh = dict(zip(missing, self.probabilities(logits).tolist()))
             if self.use_cache:
                 self._cache.put(self.cache_key, fresh)
             found = {**found, **fresh}
         self.last_stats = {"cached": len(keys) - len(missing), "scored": len(missing)}
         return np.array([found[key] for key in keys], dtype=np.float64)
+
+    def probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """P(answers) of each row of raw outputs, by the module's rule (a subclass may calibrate it)."""
+        return probabilities(logits, self.positive)
 
     def to_dict(self) -> dict:
         """Provenance: which judge."""

