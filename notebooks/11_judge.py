@@ -22,6 +22,8 @@
 # A judge trained on questions is never scored on them. Here every corpus is cut into folds (whole articles on
 # SQuAD 2.0, questions on the bundled corpora); each fold is scored by a judge trained on the other folds only, and
 # every threshold and learned gate below is fitted on the calibration half of a split and counted on the other.
+# Each fold's judge is calibrated (Platt scaling) on its own validation questions, a share of its training
+# questions held out of its gradient steps, so that the folds' scores are on one scale before they are pooled.
 #
 # The tables come from `ragcal reproduce --judge` (`results/judge/`), which trains the judges (about 40 minutes on
 # two cores for SQuAD 2.0 half A); this notebook only reads and draws them.
@@ -50,7 +52,7 @@ from ragcal.plotting import (
 )
 from ragcal.signals import SIGNALS
 from ragcal.study.judge import read_judge_results
-from ragcal.study.judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE
+from ragcal.study.judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_findings
 from ragcal.study.notebooks import FIGURES_DIR, RESULTS_DIR
 
 results_dir = Path(results_dir or RESULTS_DIR / "judge")
@@ -70,17 +72,24 @@ for name, found in tables.items():
 # ## The judges: how they trained
 #
 # Training loss per logged step (solid) and validation loss per epoch (dashed, on questions held out of that
-# judge's training; it only watches the training, nothing is tuned on it).
+# judge's gradient steps). Nothing is tuned on the validation questions; the final model's scores on them fit the
+# judge's calibration, so they count as trained on. A loss that stays near ln 2 ≈ 0.693 is a judge guessing.
 
 # %%
 with figure_style():
-    figure, axes = plt.subplots(1, len(corpora), figsize=(5.0 * len(corpora), 3.0), layout="constrained")
+    figure, axes = plt.subplots(len(corpora), 1, figsize=(6.4, 2.8 * len(corpora)), layout="constrained")
 for ax, name in zip(np.atleast_1d(axes), corpora):
     TrainingCurveDisplay.from_curves(tables[name]["training_curves"]).plot(ax=ax, name=name)
 save_figure(figure, f"{figures_dir}/training_curves");
 
+# %% [markdown]
+# Each judge's validation AUC and its verdict against chance and against the dense cosine of the same pairs, and
+# its calibration `P = sigmoid(slope · logit + intercept)`: a slope near 0 is a judge whose scores order nothing.
+
 # %%
-pd.concat({name: found["folds"] for name, found in tables.items()}, names=["corpus"]).drop(columns=["folder"])
+judge_columns = ["n_questions", "n_training_questions", "train_seconds", "final_validation_loss", "validation_auc",
+                 "verdict", "calibration_slope", "calibration_intercept", "calibration_pairs"]
+pd.concat({name: found["folds"][judge_columns] for name, found in tables.items()}, names=["corpus", "fold"]).round(3)
 
 # %% [markdown]
 # ## Separation: AUC with intervals over questions and over whole groups
@@ -92,12 +101,17 @@ pd.concat({name: found["folds"] for name, found in tables.items()}, names=["corp
 pd.concat({name: found["auc_compared"].set_index("signal") for name, found in tables.items()}, names=["corpus"]).round(3)
 
 # %% [markdown]
-# Each fold's judge is on its own scale, so the pooled AUC mixes two or three judges. Within each fold:
+# The pooled AUC above pools two or three calibrated judges. Beside it, each fold alone: the AUC of every signal,
+# and the median `judge_top1` of answerable and of unanswerable questions. When the medians agree from fold to
+# fold, the calibration put the judges on one scale and a pooled threshold means one thing.
 
 # %%
-pd.concat({name: found["fold_auc"] for name, found in tables.items()}, names=["corpus"]).reset_index(level=0).pivot_table(
-    index=["corpus", "fold"], columns="signal", values="auc", sort=False
-).round(3)
+fold_auc = pd.concat({name: found["fold_auc"] for name, found in tables.items()}, names=["corpus"]).reset_index(level=0)
+by_fold = fold_auc.pivot_table(index=["corpus", "fold"], columns="signal", values="auc", sort=False)
+medians = fold_auc[fold_auc["signal"] == "judge_top1"].set_index(["corpus", "fold"])[
+    ["median_answerable", "median_unanswerable"]
+].add_prefix("judge_top1 ")
+by_fold.join(medians).round(3)
 
 # %% [markdown]
 # ROC on SQuAD 2.0 half A, with bootstrap bands for `dense_top1` and `judge_top1` (a signal that is constant there,
@@ -111,11 +125,12 @@ roc.plot(bands=["dense_top1", "judge_top1"], name=first)
 save_figure(roc.figure_, f"{figures_dir}/roc");
 
 # %% [markdown]
-# What the judge's best probability looks like per slice (answerable against unanswerable questions).
+# What the judge's best probability looks like per slice (answerable against unanswerable questions), with the
+# `keep@0.95` threshold fitted on all of them.
 
 # %%
 with figure_style():
-    figure, axes = plt.subplots(1, len(corpora), figsize=(5.0 * len(corpora), 3.2), layout="constrained")
+    figure, axes = plt.subplots(len(corpora), 1, figsize=(6.4, 3.0 * len(corpora)), layout="constrained")
 for ax, name in zip(np.atleast_1d(axes), corpora):
     ScoreDistributionDisplay.from_score_table(tables[name]["scores"], "judge_top1", rules=("keep@0.95",)).plot(
         ax=ax, kind="hist", name=name
@@ -137,9 +152,11 @@ heldout.round(3)
 # %% [markdown]
 # ## Certified: `risk_guarantee@0.2`
 #
-# Learn-then-Test on the calibration half certifies a threshold whose selective risk (answers without a gold passage
-# passed on) is at most 20% with 90% confidence; its selective risk and coverage on the held-out half. A gate on
-# `judge_top1` also cuts passages by the judge: it passes on only those the judge accepts.
+# Learn-then-Test on the calibration half looks for a threshold whose selective risk (answers without a gold
+# passage passed on) is at most 20% with 90% confidence. `certified` is the share of splits where it found one; in
+# the others the gate refuses everything, so its coverage is 0 and its selective risk undefined. The other columns
+# are means over splits on the held-out half. A gate on `judge_top1` also cuts passages by the judge: it passes on
+# only those the judge accepts.
 
 # %%
 certified = pd.concat({name: found["certified_summary"] for name, found in tables.items()}, names=["corpus"])
@@ -174,6 +191,16 @@ pd.concat({name: found["cost"] for name, found in tables.items()}, names=["corpu
 # %%
 pd.set_option("display.max_colwidth", 160)
 tables[first]["failures"][["kind", "query", "judge_top1", "dense_top1", "passage_text"]]
+
+# %% [markdown]
+# ## Conclusion
+#
+# What the tables above say, corpus by corpus, read from them (`ragcal.study.judge_report.judge_findings`):
+
+# %%
+display(Markdown("\n\n".join(
+    f"**{name}**\n\n" + "\n".join(f"- {line}" for line in judge_findings(found)) for name, found in tables.items()
+)))
 
 # %% [markdown]
 # The summary of every corpus, as `ragcal reproduce --judge` wrote it:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["LEARNED_RETRIEVAL", "LEARNED_WITH_JUDGE", "judge_summary", "judge_overview"]
+__all__ = ["LEARNED_RETRIEVAL", "LEARNED_WITH_JUDGE", "judge_findings", "judge_summary", "judge_overview"]
 
 #: Names of the two learned gates of the judge study (cross-fitted columns of its scores table).
 LEARNED_RETRIEVAL = "learned retrieval-only"
@@ -46,6 +46,83 @@ def _heldout_rows(summary: pd.DataFrame, gates, measures) -> list[dict]:
     return rows
 
 
+def _calibration(row) -> str:
+    slope = getattr(row, "calibration_slope", None)
+    if slope is None or (isinstance(slope, float) and math.isnan(slope)):
+        return "none"
+    return f"{slope:.3f}, {row.calibration_intercept:.3f} ({int(row.calibration_pairs)})"
+
+
+def _medians(part: pd.DataFrame, signal: str) -> dict:
+    found = part[part["signal"] == signal]
+    if found.empty or "median_answerable" not in found.columns:
+        return {}
+    row = found.iloc[0]
+    return {f"{signal} median (answerable / unanswerable)": f"{_number(row['median_answerable'])} / "
+            f"{_number(row['median_unanswerable'])}"}  # fmt: skip
+
+
+def _reading(row, baseline) -> str:
+    """What a pooled AUC row says against chance and against the baseline's row."""
+    if math.isnan(row["auc"]):
+        return "constant: it orders nothing"
+    low, high = row["group_low"], row["group_high"]
+    if high < 0.5:
+        verdict = "below chance (its interval lies under 0.5)"
+    elif low <= 0.5:
+        verdict = "no better than chance (its interval reaches 0.5)"
+    else:
+        verdict = "better than chance"
+    if baseline is not None and row["signal"] != baseline["signal"]:
+        verdict += (", below" if row["auc"] < baseline["auc"] else ", above") + f" `{baseline['signal']}`"
+    return verdict
+
+
+def judge_findings(tables: dict, *, baseline: str = "dense_top1", judge_signal: str = "judge_top1") -> list[str]:
+    """The study's conclusions for one corpus, in sentences with their numbers, good and bad.
+
+    Read from the tables :func:`ragcal.study.judge.judge_study` returns (``auc_compared``, ``fold_auc``,
+    ``folds``, ``heldout_summary``).
+    """
+    auc = tables["auc_compared"].set_index("signal", drop=False)
+    found = {name: auc.loc[name] for name in (baseline, judge_signal, LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE) if name in auc.index}
+    base = found.get(baseline)
+    lines = []
+    for name, row in found.items():
+        lines.append(
+            f"`{name}`: AUC {_number(row['auc'])} {_interval(row, 'group_low', 'group_high')} pooled; "
+            f"{_reading(row, base)}."
+        )
+    folds = tables["folds"]
+    if "verdict" in folds.columns:
+        learned = folds["verdict"].fillna("").str.startswith("better")
+        lines.append(
+            f"{int(learned.sum())} of {len(folds)} fold judges beat chance and the dense cosine on their own "
+            "validation pairs at the end of training"
+            + ("." if learned.all() else f"; the others said: {', '.join(sorted(set(folds['verdict'][~learned].fillna('no verdict'))))}.")
+        )
+    per_fold = tables["fold_auc"]
+    judged = per_fold[per_fold["signal"] == judge_signal]["auc"].dropna()
+    if not judged.empty:
+        lines.append(
+            f"Within single folds, `{judge_signal}` reaches AUC {_number(judged.min())} to {_number(judged.max())}."
+        )
+    if LEARNED_RETRIEVAL in found and LEARNED_WITH_JUDGE in found:
+        gain = found[LEARNED_WITH_JUDGE]["auc"] - found[LEARNED_RETRIEVAL]["auc"]
+        lines.append(
+            f"Adding the judge signals to the learned gate moves its AUC by {gain:+.3f} "
+            f"({_number(found[LEARNED_RETRIEVAL]['auc'])} to {_number(found[LEARNED_WITH_JUDGE]['auc'])})."
+        )
+    heldout = tables["heldout_summary"]
+    refused = heldout[heldout["measure"] == "unanswerable_refused"].set_index("gate")["mean"]
+    if baseline in refused.index and judge_signal in refused.index:
+        lines.append(
+            f"Held out at `keep@0.95`, `{judge_signal}` refuses {_share(refused[judge_signal])} of unanswerable "
+            f"questions, `{baseline}` {_share(refused[baseline])}."
+        )
+    return lines
+
+
 def _markdown(rows) -> str:
     frame = pd.DataFrame(rows)
     return frame.to_markdown(index=False) if not frame.empty else "(nothing to show)"
@@ -63,14 +140,25 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
         f"{auc['n_questions'].iloc[0]} questions in {auc['n_groups'].iloc[0]} {unit} groups. "
         f"{len(folds)} judges, cross-fitted by {unit}: each fine-tuned from all-MiniLM-L6-v2 "
         f"({training['epochs']} epochs, batch {training['batch_size']}, learning rate {training['learning_rate']}, "
-        f"{training['max_length']} tokens, seed {training['random_state']}"
+        f"{training['max_length']} tokens, seed {training['random_state']}, "
+        f"{training['validation_fraction']:.0%} of its questions held out for validation"
         + (f", at most {training['max_pairs']} pairs" if training.get("max_pairs") else "")
         + f") on the other folds' questions, and scoring only its own fold's, reading the dense top "
         f"{config['judge_depth']}. No question is scored by a judge trained on it "
-        "(ragcal.judges checks every fold). The learned gates are cross-fitted by "
+        "(ragcal.judges checks every fold). Each judge's probabilities are calibrated (Platt scaling) on its "
+        "validation questions, a share of its own training questions held out of its gradient steps, so the "
+        "folds' scores share one scale before they are pooled. The learned gates are cross-fitted by "
         f"{unit} too; every threshold below is fitted on the calibration half of a split only.",
         "",
+        "## What this says",
+        "",
+        *[f"- {line}" for line in judge_findings(tables)],
+        "",
         "## Judges",
+        "",
+        "Validation: the judge's AUC on its held-out validation pairs at the end of training, and its verdict "
+        "against chance and the dense cosine of the same pairs. Calibration: `P = sigmoid(slope * logit + "
+        "intercept)`, fitted on those pairs (a slope near 0 is a judge that orders nothing).",
         "",
         _markdown(
             [
@@ -81,6 +169,9 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
                     "pairs (answering)": f"{row.n_pairs} ({row.n_positive})",
                     "training s": f"{row.train_seconds:.0f}",
                     "final validation loss": _number(row.final_validation_loss),
+                    "validation AUC": _number(getattr(row, "validation_auc", None)),
+                    "verdict": getattr(row, "verdict", None) or "–",
+                    "calibration slope, intercept (pairs)": _calibration(row),
                 }
                 for row in folds.itertuples()
             ]
@@ -102,12 +193,14 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
             ]
         ),
         "",
-        "Within each fold (one judge's scale; the pooled AUC above mixes the folds' judges):",
+        "Within each fold (one judge): the AUC, and `judge_top1`'s median over answerable / unanswerable "
+        "questions. The pooled AUC above pools the folds' calibrated scores; where the medians differ from fold to "
+        "fold, the scales still differ and the pooled numbers mix them.",
         "",
         _markdown(
             [
                 {"fold": fold, **{row.signal: _number(row.auc) for row in part.itertuples()},
-                 "questions": int(part["n_questions"].max())}
+                 **_medians(part, "judge_top1"), "questions": int(part["n_questions"].max())}
                 for fold, part in tables["fold_auc"].groupby("fold", sort=True)
             ]
         ),
@@ -124,16 +217,18 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
     lines += [
         "## Certified: `risk_guarantee@0.2` on the calibration half, selective risk on the other",
         "",
-        "Learn-then-Test certifies a threshold whose selective risk (answered without a gold passage passed on) is "
-        "at most 20% with 90% confidence; the table shows what it does on the held-out half. A gate on "
-        "`judge_top1` passes on only the passages the judge accepts.",
+        "Learn-then-Test looks for a threshold whose selective risk (answered without a gold passage passed on) "
+        "is at most 20% with 90% confidence. *Splits certified* is the share of calibration halves where it found "
+        "one; where it found none the gate refuses everything (coverage 0, no selective risk). The other columns "
+        "are what the gate does on the held-out half. A gate on `judge_top1` passes on only the passages the "
+        "judge accepts.",
         "",
         _markdown(
             _heldout_rows(
                 tables["certified_summary"],
                 tables["certified_summary"]["gate"].unique(),
-                {"selective_risk": "selective risk", "coverage": "coverage", "answerable_kept": "answerable kept",
-                 "unanswerable_refused": "unanswerable refused"},
+                {"certified": "splits certified", "selective_risk": "selective risk", "coverage": "coverage",
+                 "answerable_kept": "answerable kept", "unanswerable_refused": "unanswerable refused"},
             )
         ),
         "",

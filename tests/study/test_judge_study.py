@@ -8,7 +8,7 @@ from ragcal.datasets import BUNDLED
 from ragcal.judges import JudgeTraining, TrainedJudge, question_key
 from ragcal.retrieval.rerank import build_tiny_cross_encoder
 from ragcal.study.judge import JudgeCorpus, certified_heldout, judge_study, read_judge_results
-from ragcal.study.judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_overview
+from ragcal.study.judge_report import LEARNED_RETRIEVAL, LEARNED_WITH_JUDGE, judge_findings, judge_overview
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def study(tmp_path_factory, fastapi_index):
     base = build_tiny_cross_encoder(root / "tiny", random_state=1)
     spec = JudgeCorpus("fastapi", "FastAPI docs", BUNDLED["fastapi"].corpus, BUNDLED["fastapi"].queries,
                        exclude=BUNDLED["fastapi"].exclude, n_folds=3)
-    training = JudgeTraining(base_model=str(base), epochs=1, batch_size=8, max_length=64, validation_fraction=0.1)
+    training = JudgeTraining(base_model=str(base), epochs=1, batch_size=8, max_length=64, validation_fraction=0.25)
     options = dict(judge_dir=root / "judges", training=training, depth=3, n_splits=6, n_resamples=100,
                    cost_sample=5, log=None)
     tables = judge_study(spec, root / "results", **options)
@@ -69,8 +69,17 @@ def test_every_table_compares_judge_and_retrieval_gates_held_out(study):
 def test_written_tables_read_back_and_a_second_run_reuses_the_judges(study):
     root, spec, options, tables = study
     summary = (root / "results" / "summary.md").read_text(encoding="utf-8")
-    for heading in ("## Judges", "## Separation", "## Held out", "## Certified", "## Risk", "## Cost", "## What fails"):
+    for heading in ("## What this says", "## Judges", "## Separation", "## Held out", "## Certified", "## Risk",
+                    "## Cost", "## What fails"):
         assert heading in summary
+    # Every fold judge was calibrated on its validation pairs (a quarter of its ~126 questions).
+    folds = tables["folds"]
+    assert (folds["calibration_pairs"] >= 20).all() and (folds["calibration_slope"] >= 0).all()
+    assert all(f"{slope:.3f}" in summary for slope in folds["calibration_slope"])
+    # Fold-level numbers beside the pooled ones: each fold's AUC and medians of every judge signal.
+    fold_auc = tables["fold_auc"]
+    assert {"median_answerable", "median_unanswerable"} <= set(fold_auc.columns)
+    assert "judge_top1 median (answerable / unanswerable)" in summary
     read = read_judge_results(root / "results")
     pd.testing.assert_frame_equal(read["auc_compared"], tables["auc_compared"], check_exact=False, atol=1e-4)
     assert LEARNED_WITH_JUDGE in read["scores"].columns
@@ -97,3 +106,36 @@ def test_the_certified_threshold_is_fitted_on_the_calibration_half_only():
     answered = table["judge_top1"][~split] >= row["threshold"]
     assert row["answered"] == answered.sum()
     assert row["coverage"] == answered.mean()
+
+
+def test_the_findings_say_what_the_numbers_say():
+    def row(signal, auc, low, high):
+        return {"signal": signal, "auc": auc, "question_low": low, "question_high": high, "group_low": low,
+                "group_high": high, "n_questions": 100, "n_groups": 8}
+
+    tables = {
+        "auc_compared": pd.DataFrame([
+            row("dense_top1", 0.58, 0.54, 0.61), row(LEARNED_RETRIEVAL, 0.56, 0.52, 0.60),
+            row("judge_top1", 0.44, 0.40, 0.495), row(LEARNED_WITH_JUDGE, 0.57, 0.49, 0.61),
+        ]),
+        "folds": pd.DataFrame({"fold": [0, 1], "verdict": ["no better than chance",
+                                                           "better than chance and than the dense cosine"]}),
+        "fold_auc": pd.DataFrame({"fold": [0, 0, 1, 1], "signal": ["dense_top1", "judge_top1"] * 2,
+                                  "auc": [0.6, 0.47, 0.57, 0.52]}),
+        "heldout_summary": pd.DataFrame({"gate": ["dense_top1", "judge_top1"], "measure": ["unanswerable_refused"] * 2,
+                                         "mean": [0.088, 0.108]}),
+    }
+    lines = judge_findings(tables)
+    assert lines[0] == "`dense_top1`: AUC 0.580 [0.540, 0.610] pooled; better than chance."
+    assert lines[1] == ("`judge_top1`: AUC 0.440 [0.400, 0.495] pooled; below chance (its interval lies under 0.5), "
+                        "below `dense_top1`.")
+    assert lines[2].startswith("`learned retrieval-only`: AUC 0.560 [0.520, 0.600] pooled; better than chance, below")
+    assert lines[3].endswith("no better than chance (its interval reaches 0.5), below `dense_top1`.")
+    assert lines[4] == ("1 of 2 fold judges beat chance and the dense cosine on their own validation pairs at the end "
+                        "of training; the others said: no better than chance.")
+    assert lines[5] == "Within single folds, `judge_top1` reaches AUC 0.470 to 0.520."
+    assert lines[6] == "Adding the judge signals to the learned gate moves its AUC by +0.010 (0.560 to 0.570)."
+    assert lines[7] == "Held out at `keep@0.95`, `judge_top1` refuses 10.8% of unanswerable questions, `dense_top1` 8.8%."
+    # A constant signal has no AUC: said so, not compared.
+    tables["auc_compared"].loc[2, "auc"] = float("nan")
+    assert judge_findings(tables)[1].endswith("constant: it orders nothing.")
