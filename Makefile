@@ -1,6 +1,7 @@
 # Two entry points; each creates .venv on first use.
 #   make reproduce   rebuild the index and results/ for the bundled FastAPI docs
 #   make test        run the test suite
+#   make docs        build the documentation site into docs/_build/html
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ export ATEN_CPU_CAPABILITY := avx2
 export MKL_CBWR := AVX2
 export NPY_DISABLE_CPU_FEATURES := X86_V4 AVX512_ICL AVX512_SPR
 
-.PHONY: reproduce reduced-snapshot test benchmark clean-venv
+.PHONY: reproduce reduced-snapshot test docs benchmark clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,11 @@ reduced-snapshot: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
+
+# The documentation site (docs/conf.py), warnings as errors: a broken link, page or docstring fails the build.
+docs: $(STAMP)
+	$(BIN)/sphinx-build -W --keep-going -E -q -c docs -b html . docs/_build/html
+	@echo "built docs/_build/html/docs/index.html"
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/bench_index.py

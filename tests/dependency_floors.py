@@ -9,7 +9,7 @@ constrained to it, so nothing pulls in another (multi-GB CUDA) build. The floors
 dependencies float (whatever pip resolves for those pins). Then, from a folder outside the checkout, with the
 Hugging Face Hub offline:
 
-1. every ```python snippet of README.md, in order, one fresh process each. A snippet that needs the reader's own
+1. every ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each. A snippet that needs the reader's own
    things (a name an earlier snippet or the reader defines, or a path or URL of theirs: a string literal with a
    ``/`` or a ``.csv``/``.json``/``.md`` name) cannot run as it stands; its imports are run instead, so every name
    it uses must still exist;
@@ -25,12 +25,9 @@ tests/test_dependency_floors.py runs it (floors only) as part of ``make test``.
 from __future__ import annotations
 
 import argparse
-import ast
-import builtins
 import csv
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
@@ -41,6 +38,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from doc_snippets import imports_a_framework, imports_of, needs_the_readers_things, snippets
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -225,46 +223,6 @@ def direct_dependency_names(pyproject: Path = REPOSITORY / "pyproject.toml", *, 
     return [canonicalize_name(Requirement(line).name) for line in dependencies]
 
 
-def readme_snippets(readme: Path = REPOSITORY / "README.md") -> list[str]:
-    """The ```python fenced blocks of the README, in order."""
-    return re.findall(r"^```python\n(.*?)^```", readme.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
-
-
-def imports_a_framework(snippet: str) -> bool:
-    """True when the snippet imports LangChain, LlamaIndex or Haystack (run after the extras are installed)."""
-    return bool(re.search(r"^\s*(from|import)\s+(langchain\w*|llama_index|haystack|ragcal\.integrations)\b",
-                          snippet, flags=re.MULTILINE))  # fmt: skip
-
-
-def needs_the_readers_things(snippet: str) -> list[str]:
-    """Why a snippet cannot run as it stands: its free names and path-like string literals (empty: it can)."""
-    tree = ast.parse(snippet)
-    bound, loaded = set(dir(builtins)), set()
-    literals = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.alias):
-            bound.add((node.asname or node.name).split(".")[0])
-        elif (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and re.search(r"/|\.(csv|json|md)$", node.value)
-        ):
-            literals.append(node.value)
-    return sorted(loaded - bound) + literals
-
-
-def imports_of(snippet: str) -> str:
-    """The snippet's import statements, as source."""
-    tree = ast.parse(snippet)
-    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
-
-
 def run(command, *, cwd=None, env=None, timeout=1800, check=True) -> subprocess.CompletedProcess:
     """Run a command; a non-zero exit raises :class:`JobFailed` (with ``check``) with the command and its output."""
     try:
@@ -418,24 +376,23 @@ class Job:
             raise JobFailed(f"ragcal was imported from {where}, not from the venv")
 
     def readme_snippets(self, *, frameworks: bool = False) -> None:
-        """The README's snippets that import no framework (``frameworks=False``), or those that do."""
+        """The snippets of the README and docs/*.md that import no framework (``frameworks=False``), or those that do."""
         if not frameworks:  # seeded once, first: a second copy would drop what the steps between embedded
             seed_embedding_cache(self.cache)
-        for number, snippet in enumerate(readme_snippets(), start=1):
-            if imports_a_framework(snippet) != frameworks:
+        for number, snippet in enumerate(snippets("python"), start=1):
+            if imports_a_framework(snippet.code) != frameworks:
                 continue
-            reasons = needs_the_readers_things(snippet)
-            first_line = snippet.strip().splitlines()[0]
+            reasons = needs_the_readers_things(snippet.code)
             if reasons:
-                self.say(f"README snippet {number} ({first_line}): imports only; it needs {', '.join(reasons)}")
-                code = imports_of(snippet)
+                self.say(f"snippet {snippet.where}: imports only; it needs {', '.join(reasons)}")
+                code = imports_of(snippet.code)
             else:
-                self.say(f"README snippet {number} ({first_line}): runs as written")
-                code = snippet
+                self.say(f"snippet {snippet.where}: runs as written")
+                code = snippet.code
             try:
                 self.python_in_work(code, self.work / f"snippet{number}")
             except JobFailed as failure:
-                raise JobFailed(f"README snippet {number}:\n{snippet}\n{failure}") from None
+                raise JobFailed(f"snippet {snippet.where}:\n{snippet.code}\n{failure}") from None
 
     def cli_pipeline(self) -> None:
         self.say("ragcal score -> calibrate -> fit-gate (threshold, learned) -> ask, on a three-page corpus")

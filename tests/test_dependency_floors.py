@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from dependency_floors import floor_constraints, imports_of, needs_the_readers_things, readme_snippets
+from dependency_floors import floor_constraints
+from doc_snippets import imports_of, needs_the_readers_things, snippets
 
 SCRIPT = Path(__file__).resolve().parent / "dependency_floors.py"
 PYPROJECT = SCRIPT.parent.parent / "pyproject.toml"
@@ -48,8 +49,8 @@ def test_a_snippet_that_needs_the_readers_things_is_told_apart():
     decorated = '@register("x", retrievers=("dense",))\ndef f(results):\n    return results\n'
     assert needs_the_readers_things("from ragcal.signals import register_signal as register\n" + decorated) == []
     assert imports_of("import a\nfrom b import c\nx = c(a)\n") == "import a\nfrom b import c"
-    # The README's snippets include at least one that runs as written.
-    assert any(not needs_the_readers_things(snippet) for snippet in readme_snippets())
+    # The snippets of the README and the docs include at least one that runs as written.
+    assert any(not needs_the_readers_things(snippet) for snippet in (found.code for found in snippets("python")))
 
 
 @pytest.mark.slow

@@ -4,9 +4,11 @@ import re
 from pathlib import Path
 
 import pytest
-from test_package import PACKAGE, README, imported_modules, module_name
+from test_package import PACKAGE, imported_modules, module_name
 
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+#: The documentation page with the one-line-per-package layout block (it was the README's "Layout" section).
+LAYOUT = PACKAGE.parent / "docs" / "layout.md"
 #: The longest a module may grow before it holds more than one concept.
 MAX_MODULE_LINES = 600
 ALL_FILES = sorted(PACKAGE.rglob("*.py"))
@@ -148,12 +150,12 @@ def test_the_architecture_doc_lists_every_module_once_and_nothing_else():
 
 
 def readme_layout() -> tuple[set[str], dict[str, str]]:
-    """The README's layout block read as (top-level module names, package -> its description).
+    """The layout block of docs/layout.md read as (top-level module names, package -> its description).
 
     A line indented by two spaces is ``names  description``: the names end at the first run of two spaces. Names
     ending in ``/`` are a package, described on that line and on the deeper-indented lines below it; other names
     are top-level modules, separated by commas."""
-    section = README.read_text().split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    section = LAYOUT.read_text()
     block = re.search(r"```\n(.*?)```", section, flags=re.S).group(1)
     modules, packages, current = set(), {}, None
     for line in block.splitlines():
@@ -171,7 +173,7 @@ def readme_layout() -> tuple[set[str], dict[str, str]]:
     return modules, packages
 
 
-def test_the_readme_layout_names_every_package_and_module():
+def test_the_layout_page_names_every_package_and_module():
     top_level, packages = readme_layout()
     missing = []
     for entry in sorted(tree_entries()):
@@ -186,7 +188,7 @@ def test_the_readme_layout_names_every_package_and_module():
         name = parts[-1].removesuffix(".py")
         if not re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", described):
             missing.append(entry)
-    assert missing == [], "modules the README's layout block does not name (under their package's line)"
+    assert missing == [], "modules the layout block of docs/layout.md does not name (under their package's line)"
 
 
 def test_pyproject_ships_every_package():

@@ -113,11 +113,12 @@ def test_public_names_load_lazily_and_are_listed_once():
 
 
 def readme_imports() -> list[tuple[str, str]]:
-    """(module, name) of every ``from ragcal... import ...`` in the README's Python snippets."""
-    snippets = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    """(module, name) of every ``from ragcal... import ...`` in the Python snippets of the README and docs/*.md."""
+    from doc_snippets import snippets
+
     pairs = []
-    for snippet in snippets:
-        for node in ast.walk(ast.parse(snippet)):
+    for snippet in snippets("python"):
+        for node in ast.walk(ast.parse(snippet.code)):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ragcal"):
                 pairs += [(node.module, alias.name) for alias in node.names]
     return pairs
@@ -130,7 +131,7 @@ def test_every_name_the_readme_imports_is_in_that_modules_all():
 
     for module, name in pairs:
         imported = importlib.import_module(module)
-        assert name in getattr(imported, "__all__", ()), f"README imports {name} from {module}, not in its __all__"
+        assert name in getattr(imported, "__all__", ()), f"a snippet imports {name} from {module}, not in its __all__"
         assert getattr(imported, name) is not None
 
 

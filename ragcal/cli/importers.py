@@ -39,7 +39,7 @@ def add_parsers(commands) -> None:
         help="write a public benchmark as a Markdown folder (DIR/corpus) and a labeled query file (DIR/queries.csv)",
         description="Write DIR/corpus/ (one Markdown page per passage) and DIR/queries.csv "
         "(id,query,answerable,slice,gold,group) from a public benchmark, through a temporary folder: "
-        "a bad source leaves nothing behind. See docs/benchmarks.md.",
+        "a bad source leaves nothing behind. See docs/importers.md.",
     )
     parser.add_argument("format", choices=LazyChoices(format_names), metavar="FORMAT", help=LazyHelp(formats_help))
     parser.add_argument("source", type=Path, metavar="SOURCE", help="the benchmark file or folder")

@@ -6,6 +6,7 @@ Only formatting: every number comes from the tables :func:`ragcal.study.judge.ju
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +45,13 @@ def _heldout_rows(summary: pd.DataFrame, gates, measures) -> list[dict]:
                 row[label] = f"{_share(values['mean'])} [{_share(values['p2_5'])}, {_share(values['p97_5'])}]"
         rows.append(row)
     return rows
+
+
+def _plain_links(text: str) -> str:
+    """A passage as plain text in our Markdown: its links as their text (their targets are paths inside the corpus,
+    not pages of ours), and its HTML (an ``<img>`` of the corpus's) shown, not rendered."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", str(text))
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _calibration(row) -> str:
@@ -268,7 +276,7 @@ def judge_summary(tables: dict, *, spec, config: dict, n_splits: int, compared, 
     for row in tables["failures"].itertuples():
         lines.append(
             f"- *{row.kind}* ({row.id}, judge {row.judge_top1:.2f}, dense {row.dense_top1:.2f}): "
-            f"**{row.query}** — `{row.passage}`: {row.passage_text}"
+            f"**{row.query}** — `{row.passage}`: {_plain_links(row.passage_text)}"
         )
     return "\n".join(lines) + "\n"
 

@@ -139,3 +139,10 @@ def test_the_findings_say_what_the_numbers_say():
     # A constant signal has no AUC: said so, not compared.
     tables["auc_compared"].loc[2, "auc"] = float("nan")
     assert judge_findings(tables)[1].endswith("constant: it orders nothing.")
+
+
+def test_a_failing_passage_is_shown_as_text_not_as_links_or_html():
+    from ragcal.study.judge_report import _plain_links
+
+    text = 'See [CORS](../tutorial/cors.md) and <img src="/img/a.png"> & more'
+    assert _plain_links(text) == 'See CORS and &lt;img src="/img/a.png"&gt; &amp; more'

@@ -1,0 +1,85 @@
+"""The code blocks of the README and of the documentation pages (docs/*.md), for the tests that run them.
+
+A ```python block either runs as it stands or needs the reader's own things (a name defined elsewhere, a path or
+URL of theirs): :func:`needs_the_readers_things` says which, and then only its imports are run. A ```bash block is
+a list of commands; one that starts ``ragcal`` and names no file of the reader's runs in a temporary folder, the
+others have their subcommand and options checked against ``ragcal <command> --help``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+#: Every page whose code blocks a reader may paste: the README, then the documentation site's pages.
+DOC_PAGES = (REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md")))
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One fenced code block: the page, the line its fence opens on, its language and its text."""
+
+    page: Path
+    line: int
+    language: str
+    code: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(REPOSITORY)}:{self.line}"
+
+
+def snippets(language: str, pages=DOC_PAGES) -> list[Snippet]:
+    """The ```<language> blocks of ``pages``, in order."""
+    found = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(rf"^```{language}\n(.*?)^```", text, flags=re.MULTILINE | re.DOTALL):
+            found.append(Snippet(page, text.count("\n", 0, match.start()) + 1, language, match.group(1)))
+    return found
+
+
+def needs_the_readers_things(code: str) -> list[str]:
+    """Why a Python snippet cannot run as it stands: its free names and path-like string literals (empty: it can)."""
+    tree = ast.parse(code)
+    bound, loaded = set(dir(builtins)), set()
+    literals = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and re.search(r"/|\.(csv|json|md)$", node.value):
+            literals.append(node.value)
+    return sorted(loaded - bound) + literals
+
+
+def imports_of(code: str) -> str:
+    """Only the import statements of a snippet, as code."""
+    tree = ast.parse(code)
+    return "\n".join(ast.unparse(node) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def imports_a_framework(code: str) -> bool:
+    """True when the snippet imports LangChain, LlamaIndex or Haystack (those need the framework extras)."""
+    return bool(re.search(r"^\s*(from|import)\s+(langchain\w*|llama_index|haystack|ragcal\.integrations)\b",
+                          code, flags=re.MULTILINE))  # fmt: skip
+
+
+def shell_commands(code: str) -> list[str]:
+    """The commands of a ```bash block: comments dropped, continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    commands = []
+    for line in joined.splitlines():
+        line = re.sub(r"\s+#.*$", "", line).strip()
+        if line and not line.startswith("#"):
+            commands.append(line)
+    return commands

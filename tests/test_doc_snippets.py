@@ -1,0 +1,131 @@
+"""Every code block of the README and of docs/*.md, as a reader would paste it (tests/doc_snippets.py finds them).
+
+- A ```python block that needs nothing of the reader's runs as written, in a fresh process in an empty folder; one
+  that needs the reader's own things (a name defined elsewhere, a path of theirs) has its imports run, so every
+  name it uses must still exist. Blocks that import a framework run here too: the test environment has the
+  frameworks extra.
+- A ```bash block preceded by ``<!-- runs as written -->`` runs line by line in an empty folder, with the test
+  environment's ``ragcal`` and ``python`` first on the PATH. Every other block is checked: each ``ragcal``
+  subcommand exists and takes every option the block passes it, each ``make`` target exists, and each script it
+  runs is in the repository.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from doc_snippets import REPOSITORY, imports_of, needs_the_readers_things, shell_commands, snippets
+
+pytestmark = pytest.mark.slow
+
+PYTHON = snippets("python")
+BASH = snippets("bash")
+#: The marker, on the line before a ```bash fence, of a block that runs as written in an empty folder.
+RUNS = "<!-- runs as written -->"
+
+
+def runs_as_written(snippet) -> bool:
+    lines = snippet.page.read_text(encoding="utf-8").splitlines()
+    return snippet.line >= 2 and lines[snippet.line - 2].strip() == RUNS
+
+
+def environment() -> dict:
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.mark.parametrize("snippet", PYTHON, ids=[snippet.where for snippet in PYTHON])
+def test_a_python_block_runs_or_its_imports_do(snippet, tmp_path):
+    reasons = needs_the_readers_things(snippet.code)
+    code = imports_of(snippet.code) if reasons else snippet.code
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=environment(), timeout=900
+    )
+    assert result.returncode == 0, f"{snippet.where} ({'imports only' if reasons else 'as written'}):\n{result.stderr}"
+
+
+def test_the_readme_and_getting_started_show_a_study_that_runs_as_written():
+    runnable = [snippet.where for snippet in PYTHON if not needs_the_readers_things(snippet.code)]
+    assert any(where.startswith("README.md") for where in runnable)
+    assert any(where.startswith("docs/getting-started.md") for where in runnable)
+
+
+def ragcal_options() -> dict:
+    """``{subcommand: set of its options}``, read from ``ragcal --help`` and ``ragcal <subcommand> --help``."""
+    import contextlib
+    import io
+
+    from ragcal.cli import build_parser
+
+    parser = build_parser()
+    names = re.search(r"\{([\w,-]+)\}", parser.format_usage()).group(1).split(",")
+    options = {}
+    for name in names:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed), pytest.raises(SystemExit):
+            build_parser().parse_args([name, "--help"])
+        options[name] = set(re.findall(r"(?<![\w-])(--[\w-]+|-\w)\b", printed.getvalue()))
+    return options
+
+
+def make_targets() -> set:
+    return set(re.findall(r"^([\w.-]+):", (REPOSITORY / "Makefile").read_text(), flags=re.MULTILINE))
+
+
+def problems_of(command: str, options: dict, targets: set) -> list[str]:
+    """What a pasted command would trip on: an unknown ragcal subcommand or option, make target or script."""
+    words = shlex.split(command, comments=True)
+    if not words:
+        return []
+    program = Path(words[0]).name
+    if program == "ragcal":
+        sub = words[1] if len(words) > 1 else ""
+        if sub not in options:
+            return [f"no subcommand {sub!r}"]
+        used = {word.split("=", 1)[0] for word in words[2:] if word.startswith("--")}
+        used |= {match for match in re.findall(r"\[(--[\w-]+)", command)}
+        return [f"ragcal {sub} has no option {option}" for option in sorted(used - options[sub])]
+    if program == "make":
+        return [f"no make target {target!r}" for target in words[1:] if target not in targets]
+    if program.startswith("python") and len(words) > 1 and words[1].endswith(".py"):
+        return [] if (REPOSITORY / words[1]).is_file() else [f"no script {words[1]}"]
+    return []
+
+
+@pytest.mark.parametrize("snippet", BASH, ids=[snippet.where for snippet in BASH])
+def test_a_bash_block_names_commands_and_options_that_exist(snippet):
+    options, targets = ragcal_options(), make_targets()
+    problems = [f"{command}: {problem}" for command in shell_commands(snippet.code)
+                for problem in problems_of(command, options, targets)]  # fmt: skip
+    assert problems == [], snippet.where
+
+
+def test_the_command_check_catches_what_a_reader_would_trip_on():
+    options, targets = ragcal_options(), make_targets()
+    assert problems_of("ragcal score q.csv --out s.csv --runs runs/", options, targets) == []
+    assert problems_of("ragcal score q.csv --out s.csv --run runs/", options, targets) == ["ragcal score has no option --run"]
+    assert problems_of("ragcal scores q.csv", options, targets) == ["no subcommand 'scores'"]
+    assert problems_of("ragcal review --gate g.json [--sizes 60]", options, targets) == ["ragcal review has no option --sizes"]
+    assert problems_of("make reproduce", options, targets) == []
+    assert problems_of("make publish", options, targets) == ["no make target 'publish'"]
+    assert problems_of("python benchmarks/nope.py", options, targets) == ["no script benchmarks/nope.py"]
+
+
+RUNNABLE = [snippet for snippet in BASH if runs_as_written(snippet)]
+
+
+@pytest.mark.parametrize("snippet", RUNNABLE, ids=[snippet.where for snippet in RUNNABLE])
+def test_a_bash_block_marked_so_runs_as_written_in_an_empty_folder(snippet, tmp_path):
+    for command in shell_commands(snippet.code):
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, env=environment(), timeout=900
+        )
+        assert result.returncode == 0, f"{snippet.where}: {command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
+
+
+def test_the_getting_started_commands_are_marked_to_run():
+    assert any(snippet.where.startswith("docs/getting-started.md") for snippet in RUNNABLE)
