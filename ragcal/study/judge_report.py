@@ -104,10 +104,16 @@ def judge_findings(tables: dict, *, baseline: str = "dense_top1", judge_signal: 
     folds = tables["folds"]
     if "verdict" in folds.columns:
         learned = folds["verdict"].fillna("").str.startswith("better")
+        others = ", ".join(sorted(set(folds["verdict"][~learned].fillna("no verdict"))))
+        if learned.all():
+            said = f"All {len(folds)} fold judges beat chance and the dense cosine"
+        elif not learned.any():
+            said = f"None of the {len(folds)} fold judges beat both chance and the dense cosine"
+        else:
+            said = f"{int(learned.sum())} of {len(folds)} fold judges beat chance and the dense cosine"
         lines.append(
-            f"{int(learned.sum())} of {len(folds)} fold judges beat chance and the dense cosine on their own "
-            "validation pairs at the end of training"
-            + ("." if learned.all() else f"; the others said: {', '.join(sorted(set(folds['verdict'][~learned].fillna('no verdict'))))}.")
+            f"{said} on their own validation pairs at the end of training"
+            + ("." if learned.all() else f" (the {'others' if learned.any() else 'verdicts'}: {others}).")
         )
     per_fold = tables["fold_auc"]
     judged = per_fold[per_fold["signal"] == judge_signal]["auc"].dropna()

@@ -132,13 +132,18 @@ def test_the_findings_say_what_the_numbers_say():
     assert lines[2].startswith("`learned retrieval-only`: AUC 0.560 [0.520, 0.600] pooled; better than chance, below")
     assert lines[3].endswith("no better than chance (its interval reaches 0.5), below `dense_top1`.")
     assert lines[4] == ("1 of 2 fold judges beat chance and the dense cosine on their own validation pairs at the end "
-                        "of training; the others said: no better than chance.")
+                        "of training (the others: no better than chance).")
     assert lines[5] == "Within single folds, `judge_top1` reaches AUC 0.470 to 0.520."
     assert lines[6] == "Adding the judge signals to the learned gate moves its AUC by +0.010 (0.560 to 0.570)."
     assert lines[7] == "Held out at `keep@0.95`, `judge_top1` refuses 10.8% of unanswerable questions, `dense_top1` 8.8%."
     # A constant signal has no AUC: said so, not compared.
     tables["auc_compared"].loc[2, "auc"] = float("nan")
     assert judge_findings(tables)[1].endswith("constant: it orders nothing.")
+    tables["folds"]["verdict"] = ["no better than chance", "no better than the dense cosine"]
+    assert judge_findings(tables)[4] == (
+        "None of the 2 fold judges beat both chance and the dense cosine on their own validation pairs at the end of "
+        "training (the verdicts: no better than chance, no better than the dense cosine)."
+    )
 
 
 def test_a_failing_passage_is_shown_as_text_not_as_links_or_html():
