@@ -66,6 +66,7 @@ PROVENANCE_KEYS = (
     "store",
     "framework",
     "store_depth",
+    "store_contents",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")

@@ -47,6 +47,8 @@ __all__ = [
     "store_score_log",
     "load_factory",
     "store_retriever",
+    "probe_questions",
+    "contents_overlap",
 ]
 
 #: Optional extra -> (what it installs, the modules an integration imports).
@@ -87,6 +89,38 @@ class Hit:
     chunk_id: str
     score: float | None
     item: object = field(default=None, repr=False, compare=False)
+
+
+#: Questions of the labeled set a gate's provenance keeps to recognise its store, and documents per question.
+PROBE_QUESTIONS = 8
+PROBE_DEPTH = 5
+#: Below this share of the same documents (mean Jaccard over the probe questions), the store holds other contents.
+SAME_CONTENTS = 0.5
+#: What :class:`StoreGate` does in front of a store with other contents: refuse (the default), or warn and go on.
+CONTENTS_CHECKS = ("refuse", "warn")
+
+
+def _document_hash(chunk_id, text) -> str:
+    import hashlib
+
+    return hashlib.sha256(f"{chunk_id}\0{text}".encode()).hexdigest()[:16]
+
+
+def probe_questions(questions, n: int = PROBE_QUESTIONS) -> list[str]:
+    """``n`` questions spread evenly over ``questions`` (all of them when fewer), in order: the store's probes."""
+    questions = [str(question) for question in questions]
+    if len(questions) <= n:
+        return questions
+    return [questions[int(position)] for position in np.linspace(0, len(questions) - 1, n).round()]
+
+
+def contents_overlap(recorded: dict, seen: dict) -> float:
+    """Mean Jaccard overlap of the documents each probe question found then (``recorded``) and now (``seen``)."""
+    shares = []
+    for before, now in zip(recorded["documents"], seen["documents"]):
+        before, now = set(before), set(now)
+        shares.append(len(before & now) / len(before | now) if before | now else 1.0)
+    return float(np.mean(shares)) if shares else 1.0
 
 
 def _score(value) -> float:
@@ -175,6 +209,31 @@ class StoreRetriever(ABC):
             )
         return RetrievalResult(self.name, tuple(hit.chunk_id for hit in hits), scores)
 
+    def text_of(self, item) -> str:
+        """The text of a document the store returned (``page_content``, ``get_content()`` or ``content``)."""
+        for attribute in ("page_content", "content", "text"):
+            value = getattr(item, attribute, None)
+            if isinstance(value, str):
+                return value
+        get_content = getattr(item, "get_content", None)
+        return str(get_content()) if callable(get_content) else ""
+
+    def contents_probe(self, questions, *, depth: int = PROBE_DEPTH) -> dict:
+        """What the store holds, as seen through its answers: the top ``depth`` documents of each question, hashed.
+
+        Recorded in a gate's provenance (``store_contents``) by :func:`score_store`; :class:`StoreGate` asks the
+        store in front of it the same questions and compares. Each document is ``sha256(chunk id, text)``, so a
+        store whose ids are its own (``0``, ``1``, ...) is still told apart by its texts.
+        """
+        questions = [str(question) for question in questions]
+        found = [self.hits(question, depth) for question in questions]
+        return {
+            "questions": questions,
+            "depth": int(depth),
+            "documents": [[_document_hash(hit.chunk_id, self.text_of(hit.item)) for hit in hits] for hits in found],
+            "top": [hits[0].chunk_id if hits else None for hits in found],
+        }
+
     def distance_advice(self) -> str:
         """What to do when the store returns distances (each framework module says it in its own terms)."""
         return "Read the store's relevance scores instead, or build it with a similarity metric (cosine)."
@@ -224,7 +283,8 @@ def score_store(queries, retriever: StoreRetriever, *, k: int = DEFAULT_DEPTH):
     table = score_table(queries, retrieved)
     empty = [name for name in table.columns[4:] if table[name].isna().all()]  # need another retriever's statistics
     table = table.drop(columns=empty)
-    return table, {**retriever.config, "store_depth": int(k)}, retrieved
+    contents = retriever.contents_probe(probe_questions(queries["query"]), depth=min(int(k), PROBE_DEPTH))
+    return table, {**retriever.config, "store_depth": int(k), "store_contents": contents}, retrieved
 
 
 def store_score_log(questions, retriever: StoreRetriever, *, ids=None, k: int = DEFAULT_DEPTH):
@@ -270,6 +330,23 @@ class StoreGate:
         fitted on a score table scored through this kind of store.
     retriever : StoreRetriever
         Gives the store's score scale (and model fingerprint) to check.
+    contents : {"refuse", "warn"}, default="refuse"
+        What to do in front of a store that holds other contents than the
+        one the gate was fitted through. The gate file keeps the store's
+        answers to a few of its labeled questions (``store_contents``, hashed
+        ids and texts); the store in front of it is asked the same questions,
+        and when fewer than half of the documents are the same
+        (:data:`SAME_CONTENTS`) the gate is refused, or, with ``"warn"``, a
+        :class:`~ragcal.gates.files.GateWarning` says so and the gate is used
+        (for a store that grew or was re-chunked on purpose, until the gate
+        is fitted again).
+    corpus : CorpusDescription or sequence of Chunk, default=None
+        What the store holds, for the refusals: with it (or the chunks the
+        store was built from, described by
+        :meth:`~ragcal.retrieval.views.CorpusDescription.from_chunks`), a
+        refusal names the corpus and its size, the closest pages with their
+        heading paths, and what the corpus covers, as ``ragcal ask`` does;
+        without it, only the chunk ids the store returned.
 
     Attributes
     ----------
@@ -283,11 +360,15 @@ class StoreGate:
     ------
     GateFileError
         A gate fitted on another score scale, another embedding model, or one
-        that reads other views than the store's ranked list.
+        that reads other views than the store's ranked list; or (unless
+        ``contents="warn"``) in front of a store with other contents.
     """
 
-    def __init__(self, path, retriever: StoreRetriever):
+    def __init__(self, path, retriever: StoreRetriever, *, contents: str = "refuse", corpus=None):
+        from .._params import check_choice
         from ..gates.files import GateFileError, read_gate_file
+
+        check_choice(contents, "contents", "StoreGate", CONTENTS_CHECKS)
 
         self.path = Path(path)
         document = read_gate_file(self.path)
@@ -312,11 +393,67 @@ class StoreGate:
             )
         recorded = self.provenance.get("model_fingerprint")
         known = retriever.model_fingerprint
+        if known and recorded and recorded == fitted:  # scored without the model: only the scale was recorded
+            fix = (
+                "LlamaIndexStore(index, embed_model=embed_model)"
+                if retriever.framework == "llamaindex"
+                else f"the {retriever.framework} adapter with the store's embedding model"
+            )
+            raise GateFileError(
+                f"{self.path}: the gate's table was scored through {retriever.store_label} without its embedding "
+                f"model, so it does not say which model its threshold belongs to, and cannot be checked against "
+                f"{known}. Score the labeled set again through {fix} (a factory for `ragcal score "
+                f"--{retriever.framework}` returns that, not the bare index) and fit the gate again"
+            )
         if known and recorded and recorded != known:
             raise GateFileError(
                 f"{self.path}: fitted on embedding model {recorded}, but {retriever.store_label} embeds with {known}; "
                 "a threshold on another model's scale is wrong: score and fit again with this model"
             )
+        self.contents_overlap = self._check_contents(contents)
+        if corpus is not None:
+            from ..retrieval.views import CorpusDescription
+
+            if not isinstance(corpus, CorpusDescription):
+                corpus = CorpusDescription.from_chunks(corpus, name=f"the documents in {retriever.store_label}")
+            self.gate = self.gate.bind(corpus)
+
+    def _check_contents(self, contents: str) -> float | None:
+        """Ask the store the gate file's probe questions; refuse (or warn) when it answers with other documents."""
+        import warnings
+
+        from ..gates.files import GateFileError, GateWarning
+
+        recorded = self.provenance.get("store_contents")
+        if not recorded:
+            warnings.warn(
+                f"{self.path}: the gate file does not record what its store held (written before ragcal did), so "
+                f"{self.retriever.store_label} cannot be checked against it; score and fit again to record it",
+                GateWarning,
+                stacklevel=3,
+            )
+            return None
+        seen = self.retriever.contents_probe(recorded["questions"], depth=int(recorded["depth"]))
+        overlap = contents_overlap(recorded, seen)
+        if overlap >= SAME_CONTENTS:
+            return overlap
+        examples = "; ".join(
+            f"{question!r:.60}: {before!r} then, {now!r} now"
+            for question, before, now in list(zip(recorded["questions"], recorded["top"], seen["top"]))[:2]
+        )
+        message = (
+            f"{self.path}: {self.retriever.store_label} holds other contents than the store this gate was fitted "
+            f"through: of the top {recorded['depth']} documents for {len(recorded['questions'])} of its labeled "
+            f"questions, {overlap:.0%} are the same (first documents: {examples}). A threshold fitted on one corpus "
+            "says nothing about another: score a labeled set through this store and fit the gate again"
+        )
+        if contents == "refuse":
+            raise GateFileError(
+                message + "; or, if the store changed on purpose, bind it with StoreGate(path, store, "
+                "contents='warn') and pass that as the gate"
+            )
+        warnings.warn(message, GateWarning, stacklevel=3)
+        return overlap
 
     def decide(self, query: str, hits) -> tuple:
         """``(Decision, the hits it passes on in the gate's order)``; no hits on refusal."""

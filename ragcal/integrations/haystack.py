@@ -311,10 +311,13 @@ class GateComponent:
 
     Parameters
     ----------
-    gate : str or Path
+    gate : str, Path or StoreGate
         The gate file; refused (:class:`ragcal.gates.GateFileError`) if fitted
         on another score scale than ``store``'s (another retriever, similarity
-        or ``scale_score``) or another embedding model.
+        or ``scale_score``), another embedding model or other contents. A
+        :class:`~ragcal.integrations.common.StoreGate` bound to the store
+        carries its own options (``contents="warn"``, ``corpus=`` for helpful
+        refusals).
     store : HaystackStore
         The retriever as it was read when the gate was fitted: gives the score
         scale to check and reads each document's chunk id.
@@ -348,9 +351,9 @@ class GateComponent:
                 "GateComponent needs a HaystackStore (the adapter the gate was fitted through); got "
                 f"{type(store).__name__}"
             )
-        self.gate = gate
+        self.bound = gate if isinstance(gate, StoreGate) else StoreGate(gate, store)
+        self.gate = str(self.bound.path) if isinstance(gate, StoreGate) else gate
         self.store = store
-        self.bound = StoreGate(gate, store)
 
     @property
     def depth(self) -> int:

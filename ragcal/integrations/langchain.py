@@ -119,9 +119,16 @@ class LangChainStore(StoreRetriever):
     id_key : str, default="chunk_id"
         Metadata key of each document's chunk id; the document's ``id`` when absent.
     metric : str, default=None
-        The store's metric when it does not say (Chroma: the collection's
-        ``hnsw:space``); part of the score scale a gate is checked against.
-        FAISS's ``distance_strategy`` is read from the store.
+        The store's metric when it does not say; part of the score scale a
+        gate is checked against. FAISS's ``distance_strategy`` is read from
+        the store. A Chroma store's metric is its collection's space, which
+        LangChain's ``Chroma`` does not make public: pass ``metric=`` or
+        ``collection=``; without either, a Chroma store is refused, because
+        a gate fitted on a cosine collection is wrong on an L2 one.
+    collection : chromadb.Collection, default=None
+        For a Chroma store: its collection (``client.get_collection(name)``),
+        whose space is read from its public ``configuration`` (or its
+        ``hnsw:space`` metadata).
     search_kwargs : dict, default=None
         Passed to every search (a metadata ``filter``, ...).
     name : str, default="dense"
@@ -136,6 +143,7 @@ class LangChainStore(StoreRetriever):
         scores: str = "raw",
         id_key: str = "chunk_id",
         metric: str | None = None,
+        collection=None,
         search_kwargs: dict | None = None,
         name: str = "dense",
     ):
@@ -155,6 +163,8 @@ class LangChainStore(StoreRetriever):
         kind = type(store).__name__
         strategy = getattr(store, "distance_strategy", None)
         metric = metric or (getattr(strategy, "value", None) or (str(strategy) if strategy is not None else None))
+        if type(store).__module__.startswith("langchain_chroma"):
+            metric = _chroma_metric(metric, collection)
         method = "similarity_search_with_score" if scores == "raw" else "similarity_search_with_relevance_scores"
         super().__init__(
             store_label=f"LangChain {kind}",
@@ -201,6 +211,40 @@ class LangChainStore(StoreRetriever):
         return [Hit(self.chunk_id(document), score, document) for document, score in found]
 
 
+#: Chroma's distance spaces (a collection's ``hnsw`` or ``spann`` ``space``).
+CHROMA_SPACES = ("cosine", "l2", "ip")
+
+
+def _chroma_metric(metric, collection) -> str:
+    """A Chroma store's space: read from ``collection`` (public configuration, then metadata), checked against
+    ``metric`` when both are given; refused when neither is."""
+    found = None
+    if collection is not None:
+        configuration = getattr(collection, "configuration", None) or {}
+        for index in ("hnsw", "spann"):
+            found = found or ((configuration.get(index) or {}).get("space") if isinstance(configuration, dict) else None)
+        found = found or (getattr(collection, "metadata", None) or {}).get("hnsw:space")
+        if found is None:
+            raise ValueError(
+                f"LangChainStore: the Chroma collection {getattr(collection, 'name', '?')!r} names no space in its "
+                "configuration or metadata; pass metric= (cosine, l2 or ip)"
+            )
+    if metric is not None and found is not None and str(metric) != str(found):
+        raise ValueError(f"LangChainStore: metric={metric!r}, but the Chroma collection's space is {found!r}")
+    metric = metric or found
+    if metric is None:
+        raise ValueError(
+            "LangChainStore: a Chroma store's distance space (cosine, l2 or ip) is part of its score scale, and "
+            "LangChain's Chroma does not make it public; a gate fitted on a cosine collection would be wrong on an "
+            "l2 one. Pass metric= (the space you built it with: collection_metadata={'hnsw:space': 'cosine'} or "
+            "collection_configuration={'hnsw': {'space': 'cosine'}} is metric='cosine'; Chroma's default is 'l2'), "
+            "or collection=client.get_collection(name) to read it"
+        )
+    if str(metric) not in CHROMA_SPACES:
+        raise ValueError(f"LangChainStore: Chroma space {metric!r} is none of {', '.join(CHROMA_SPACES)}")
+    return str(metric)
+
+
 def _with_score(document: Document, score, key: str, extra=None) -> Document:
     metadata = {**(document.metadata or {}), key: score, **(extra or {})}
     return Document(page_content=document.page_content, metadata=metadata, id=document.id)
@@ -231,7 +275,10 @@ class GatedRetriever(BaseRetriever):
     store : LangChainStore
         The store, read as it was read when the gate was fitted.
     gate : str, Path or StoreGate
-        The gate file; refused if fitted on another score scale.
+        The gate file; refused if fitted on another score scale, another
+        embedding model or other contents. Pass a
+        :class:`~ragcal.integrations.common.StoreGate` to set its options
+        (``contents="warn"``, ``corpus=`` for refusals that name pages).
     k : int, default=None
         How many documents the store returns for the gate to look at; the
         gate's own ``store_depth`` (what its table was scored with) when None.

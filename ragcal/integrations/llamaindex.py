@@ -289,7 +289,10 @@ class GatePostprocessor(BaseNodePostprocessor):
         scale and embedding model are checked against the gate file's; its
         ``id_key`` gives each node's chunk id).
     gate : str, Path or StoreGate
-        The gate file; refused if fitted on another score scale.
+        The gate file; refused if fitted on another score scale, another
+        embedding model or other contents. Pass a
+        :class:`~ragcal.integrations.common.StoreGate` to set its options
+        (``contents="warn"``, ``corpus=`` for refusals that name pages).
     empty_response : str, default=REFUSAL_TEXT
         The sentence a query engine should answer with on refusal: pass it as
         the synthesizer's ``empty_response``, which LlamaIndex returns when no

@@ -79,21 +79,36 @@ class CorpusDescription:
     @classmethod
     def from_index(cls, index, *, name: str | None = None) -> "CorpusDescription":
         """Describe a :class:`ragcal.retrieval.index.RetrievalIndex`."""
-        chunks = index.chunks
         bm25 = index.bm25.get("bm25_stopwords") or next(iter(index.bm25.values()))
+        return cls.from_chunks(
+            index.chunks, name=name or _corpus_label(index.config.get("corpus", "")), idf=dict(bm25.bm25.idf)
+        )
+
+    @classmethod
+    def from_chunks(cls, chunks, *, name: str = "the documentation", idf=None) -> "CorpusDescription":
+        """Describe the chunks a store was built from (``documents_from_chunks(chunks)``, ...), for its refusals.
+
+        ``idf`` (token -> inverse document frequency, for rephrasing terms) is
+        computed by BM25 without stop words over the chunks when None.
+        """
+        chunks = list(chunks)
+        if idf is None:
+            from .bm25 import BM25Retriever
+
+            idf = dict(BM25Retriever.from_chunks(chunks, variant="stopwords").bm25.idf) if chunks else {}
         pages_per_topic = Counter(
             dict.fromkeys((chunk.heading_path[0], chunk.doc_path) for chunk in chunks if chunk.heading_path)
         )
         topic_pages = Counter(topic for topic, _ in pages_per_topic)
         topics = tuple(sorted(topic_pages, key=lambda topic: -topic_pages[topic]))  # stable: corpus order on ties
         return cls(
-            name=name or _corpus_label(index.config.get("corpus", "")),
+            name=name,
             n_passages=len(chunks),
             n_pages=len({chunk.doc_path for chunk in chunks}),
             headings={chunk.chunk_id: tuple(chunk.heading_path) for chunk in chunks},
             owners={chunk.doc_path: str(chunk.metadata["owner"]) for chunk in chunks if chunk.metadata.get("owner")},
             texts={chunk.chunk_id: chunk.text for chunk in chunks},
-            idf=dict(bm25.bm25.idf),
+            idf=dict(idf),
             topics=topics,
         )
 

@@ -169,7 +169,7 @@ def test_chroma_cosine_distance_is_refused_and_its_relevance_is_cosine(small_chu
     )
     store.add_documents(documents_from_chunks(small_chunks), ids=[chunk.chunk_id for chunk in small_chunks])
     with pytest.raises(StoreScoreError, match="LangChain Chroma: scores rise down"):
-        score_store(queries.head(3), LangChainStore(store))
+        score_store(queries.head(3), LangChainStore(store, metric="cosine"))
     chroma, config, _ = score_store(queries, LangChainStore(store, scores="relevance", metric="cosine"), k=10)
     assert config["score_scale"] == "langchain Chroma similarity_search_with_relevance_scores (cosine)"
     cosine = FAISS.from_documents(
@@ -293,3 +293,98 @@ def test_a_live_log_through_the_store_feeds_monitor(fitted, fastapi_index):
     assert row["live_median"] == pytest.approx(log["dense_top1"].median())
     with pytest.raises(ValueError, match="2 ids for 3 questions"):
         store_score_log(["a", "b", "c"], fitted.store, ids=["x", "y"])
+
+
+def chroma_store(name, space, chunks, embeddings):
+    import chromadb
+    from langchain_chroma import Chroma
+
+    client = chromadb.EphemeralClient(chromadb.config.Settings(anonymized_telemetry=False))
+    store = Chroma(collection_name=name, embedding_function=embeddings, client=client,
+                   collection_metadata={"hnsw:space": space})  # fmt: skip
+    store.add_documents(documents_from_chunks(chunks), ids=[chunk.chunk_id for chunk in chunks])
+    return store, client.get_collection(name)
+
+
+def test_a_chroma_store_says_its_space_or_is_refused(small_chunks, embeddings, queries, tmp_path):
+    cosine, cosine_collection = chroma_store("docs-cosine", "cosine", small_chunks, embeddings)
+    l2, l2_collection = chroma_store("docs-l2", "l2", small_chunks, embeddings)
+    # LangChain's Chroma keeps its collection private: without metric= or collection=, the scale is unknown.
+    with pytest.raises(ValueError, match="does not make it public.*Pass metric=.*collection=client.get_collection"):
+        LangChainStore(cosine, scores="relevance")
+    # The collection's public configuration says its space; a metric that contradicts it is refused.
+    assert LangChainStore(cosine, scores="relevance", collection=cosine_collection).score_scale.endswith("(cosine)")
+    assert LangChainStore(l2, scores="relevance", collection=l2_collection).score_scale.endswith("(l2)")
+    with pytest.raises(ValueError, match="metric='cosine', but the Chroma collection's space is 'l2'"):
+        LangChainStore(l2, scores="relevance", metric="cosine", collection=l2_collection)
+    with pytest.raises(ValueError, match="'angular' is none of cosine, l2, ip"):
+        LangChainStore(l2, scores="relevance", metric="angular")
+    # The case that fooled a gate: keep@0.95 fitted through the cosine collection, put in front of the L2 one.
+    table, config, _ = score_store(queries, LangChainStore(cosine, scores="relevance", collection=cosine_collection), k=10)
+    gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+    path = save_gate(tmp_path / "gate.json", gate, rule="keep@0.95", provenance=config)
+    with pytest.raises(GateFileError, match=r"fitted on the scores of langchain Chroma .*\(cosine\), but .* \(l2\)"):
+        GatedRetriever(store=LangChainStore(l2, scores="relevance", collection=l2_collection), gate=path)
+    GatedRetriever(store=LangChainStore(cosine, scores="relevance", metric="cosine"), gate=path)  # the same store: fine
+
+
+COOKING = [
+    "Bloom the coffee grounds for thirty seconds before pressing the French press plunger.",
+    "A sourdough starter needs feeding with equal weights of flour and water every day.",
+    "Sear the steak in a very hot cast-iron pan, then rest it for five minutes.",
+    "Blanch green beans in salted boiling water, then shock them in ice water.",
+    "Caramelise onions slowly over low heat for forty minutes, stirring now and then.",
+] * 4
+
+
+def test_a_gate_in_front_of_a_store_with_other_contents_is_refused_or_warns(fitted, embeddings):
+    from langchain_core.documents import Document
+
+    from ragcal.gates.files import GateWarning
+
+    # Twenty cooking notes in a store of the same kind, metric and model: the score scale alone cannot tell them.
+    cooking = FAISS.from_documents(
+        [Document(page_content=f"{text} (recipe {n})", metadata={"chunk_id": f"recipe{n}.md#0"})
+         for n, text in enumerate(COOKING)],
+        embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+    )  # fmt: skip
+    with pytest.raises(GateFileError, match=r"holds other contents than the store this gate was fitted through: .* 0% "
+                                            r"are the same .*contents='warn'"):  # fmt: skip
+        GatedRetriever(store=LangChainStore(cooking), gate=fitted.path)
+    # The documented switch: bind the gate with contents="warn", and it decides (and says why it is unsure).
+    with pytest.warns(GateWarning, match="holds other contents"):
+        bound = StoreGate(fitted.path, LangChainStore(cooking), contents="warn")
+    assert bound.contents_overlap == 0.0
+    retriever = GatedRetriever(store=LangChainStore(cooking), gate=bound)
+    assert retriever.decide("How do I use a French press?")["decision"].action in {"answer", "hedge", "refuse"}
+    # The very store it was fitted through: every probe finds the same documents.
+    assert StoreGate(fitted.path, fitted.store).contents_overlap == 1.0
+    recorded = fitted.config["store_contents"]
+    assert len(recorded["questions"]) == 8 and recorded["depth"] == 5
+    assert all(len(documents) == 5 for documents in recorded["documents"])
+    with pytest.raises(ValueError, match="'contents' parameter of StoreGate must be one of 'refuse', 'warn'"):
+        StoreGate(fitted.path, fitted.store, contents="ignore")
+
+
+def test_a_gate_file_without_a_contents_record_warns_that_it_cannot_check(fitted, tmp_path):
+    from ragcal.gates.files import GateWarning
+
+    document = json.loads(fitted.path.read_text())
+    del document["provenance"]["store_contents"]
+    old = tmp_path / "old_gate.json"
+    old.write_text(json.dumps(document))
+    with pytest.warns(GateWarning, match="does not record what its store held"):
+        assert StoreGate(old, fitted.store).contents_overlap is None
+
+
+def test_a_refusal_through_the_store_reads_as_well_as_ragcal_ask(fitted, fastapi_index):
+    # Bare: the store gives ranked chunk ids and scores, so that is all a refusal can name.
+    bare = GatedRetriever(store=fitted.store, gate=fitted.path).decide(UNRELATED)["refusal"]["message"]
+    assert "I looked at 100 passages" in bare
+    # Given what the store holds (the chunks it was built from), the same refusal as `ragcal ask`'s.
+    described = StoreGate(fitted.path, fitted.store, corpus=fastapi_index.chunks)
+    message = GatedRetriever(store=fitted.store, gate=described).decide(UNRELATED)["refusal"]["message"]
+    decisions, _ = ask(fitted.gate, fastapi_index, [UNRELATED])
+    asked = decisions[0].message
+    assert message.splitlines()[1:] == asked.splitlines()[1:]  # the closest pages, their headings, the next step
+    assert "passages from 153 pages" in message and "›" in message and "Related, but not an answer" in message

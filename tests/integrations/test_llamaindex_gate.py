@@ -316,6 +316,19 @@ def test_a_gate_of_another_score_scale_is_refused(store, scored, index, tmp_path
         GatePostprocessor(store=store, gate=other_model)
 
 
+def test_a_gate_scored_through_a_bare_index_says_how_to_give_the_model(store, index, labeled, tmp_path):
+    # What a `ragcal score --llamaindex` factory that returns the bare index records: the scale, no model.
+    table, config, _ = score_store(labeled, LlamaIndexStore(index), k=DEPTH)
+    assert config["score_scale"] == "llamaindex SimpleVectorStore (cosine)" and config["model_fingerprint"] == config["score_scale"]
+    path = save_gate(tmp_path / "bare.json", fit_gate(table, "threshold", "keep@0.95", signal="dense_top1"),
+                     provenance=config)  # fmt: skip
+    with pytest.raises(GateFileError, match=r"without its embedding model.*LlamaIndexStore\(index, embed_model=embed_model\)"
+                                            r".*not the bare index"):  # fmt: skip
+        GatePostprocessor(store=store, gate=path)
+    # In front of the bare index again, there is nothing to compare: it is the same store, and it works.
+    assert GatePostprocessor(store=LlamaIndexStore(index), gate=path).depth == DEPTH
+
+
 # ------------------------------------------------------------------ the extra
 
 
