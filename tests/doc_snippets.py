@@ -1,9 +1,9 @@
 """The code blocks of the README and of the documentation pages (docs/*.md), for the tests that run them.
 
 A ```python block either runs as it stands or needs the reader's own things (a name defined elsewhere, a path or
-URL of theirs): :func:`needs_the_readers_things` says which, and then only its imports are run. A ```bash block is
-a list of commands; one that starts ``ragcal`` and names no file of the reader's runs in a temporary folder, the
-others have their subcommand and options checked against ``ragcal <command> --help``.
+URL of theirs): :func:`needs_the_readers_things` says which, and then only its imports are run; a block marked
+:data:`RUNS` runs as written. A ```bash block is a list of commands; one marked :data:`RUNS` runs in an empty
+folder, the others have their subcommands and options checked against ``ragcal <command> --help``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+#: The marker, on the line before a fence, of a block that runs as written in an empty folder (it may write the files
+#: it reads, which the path check of :func:`needs_the_readers_things` cannot tell).
+RUNS = "<!-- runs as written -->"
 #: Every page whose code blocks a reader may paste: the README, then the documentation site's pages.
 DOC_PAGES = (REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md")))
 
@@ -31,6 +34,12 @@ class Snippet:
     @property
     def where(self) -> str:
         return f"{self.page.relative_to(REPOSITORY)}:{self.line}"
+
+    @property
+    def marked_to_run(self) -> bool:
+        """True when the line before the fence is :data:`RUNS`: the block runs as written in an empty folder."""
+        lines = self.page.read_text(encoding="utf-8").splitlines()
+        return self.line >= 2 and lines[self.line - 2].strip() == RUNS
 
 
 def snippets(language: str, pages=DOC_PAGES) -> list[Snippet]:

@@ -415,7 +415,7 @@ class StoreGate:
             from ..retrieval.views import CorpusDescription
 
             if not isinstance(corpus, CorpusDescription):
-                corpus = CorpusDescription.from_chunks(corpus, name=f"the documents in {retriever.store_label}")
+                corpus = CorpusDescription.from_chunks(corpus, name="the store's documents")
             self.gate = self.gate.bind(corpus)
 
     def _check_contents(self, contents: str) -> float | None:
