@@ -59,11 +59,13 @@ SLOWEST_FILES = (
     "test_wheel.py",
     "study/test_notebooks.py",
     "test_dependency_floors.py",  # added later: about 160 s alone on a busy machine
+    "test_doc_snippets.py",  # added later: the documentation's examples, the three framework quick starts among them
     "test_faults.py",
     "integrations/test_haystack_gate.py",  # added later: about 80 s in a full run (FastAPI through Haystack's store)
     "integrations/test_langchain_gate.py",  # FAISS and Chroma stores on the FastAPI docs
     "judges/test_llm_judge.py",  # added later: a real local LLM server, about 120 s on a busy machine
     "study/test_browser.py",
+    "study/test_docs_site.py",  # added later: builds the documentation site (Sphinx), then opens it in Chromium
     "cli/test_judge_cli.py",  # added later: trains four tiny judges, about 90 s
     "judges/test_train_judge.py",
     "metrics/test_metrics.py",
