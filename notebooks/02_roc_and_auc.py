@@ -81,3 +81,23 @@ roc_near = RocDisplay.from_score_table(table, continuous, directions=directions,
                                        n_resamples=n_resamples)
 roc_near.plot(bands=with_bands)
 save_figure(roc_near.figure_, f"{figures_dir}/roc_near_domain");
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - `dense_top1` (top-1 cosine) separates best: AUC 0.986 [0.972, 0.995] against all unanswerable questions (103
+#   answerable, 86 unanswerable). It reaches 1.000 against unrelated questions and 0.972 [0.948, 0.990] against
+#   near-domain ones.
+# - Several dense signals come close: `dense_top2` 0.982 [0.967, 0.994], `dense_sigma100` 0.981 and `dense_top10_mean`
+#   0.976. The `dense_top2` interval overlaps the `dense_top1` interval, so this data does not rank the two.
+# - BM25 top-1 is a step lower: 0.957 with stop words removed and 0.939 raw (all unanswerable).
+# - The top-1/top-2 gap is weak (`dense_gap` 0.719). Several query-performance predictors are near or below chance:
+#   `dense_nqc` 0.548, `dense_smv` 0.541, `bm25_nqc_stopwords` 0.324. Against unrelated questions, `dense_nqc` scores
+#   0.346.
+# - For the strongest signals, near-domain questions are the hard comparison. For example, `rrf_top1` scores 0.807
+#   against near-domain and 0.926 against unrelated questions.
+# - The "BM25 returned nothing" flags give no usable AUC. `bm25_empty_raw` is constant in every comparison, and
+#   `bm25_empty_stopwords` is constant against near-domain questions and reaches only 0.547 overall.
+# - Caveat: all AUCs come from one corpus and one question set. The near-domain slice has only 44 questions, which
+#   widens its intervals. AUC measures ranking only; it does not say how a particular threshold performs.

@@ -155,3 +155,27 @@ save_figure(figure, f"{figures_dir}/score_distributions_two_models");
 cross_transfer[cross_transfer["rule"] == rule].set_index(["corpus", "applied_to", "outcome"])[
     ["own_threshold", "copied_threshold", "own", "copied", "difference", "difference_p5", "difference_p95"]
 ].round(3)
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - `dense_top1` is strong on both corpora, but weaker on rust-book. Against all unanswerable questions it scores
+#   0.986 [0.973, 0.995] on fastapi and 0.944 [0.915, 0.969] on rust-book. The near-domain comparison drops from 0.972
+#   [0.948, 0.990] to 0.897 [0.847, 0.940].
+# - Some signals do not carry over: `dense_page_knn5` falls from 0.951 to 0.837, `dense_wig` from 0.936 to 0.756 and
+#   `dense_bm25_page_overlap` from 0.880 to 0.769. BM25 coverage holds up (`bm25_coverage_corpus` 0.932 on fastapi,
+#   0.952 on rust-book).
+# - On rust-book near-domain questions, `bm25_coverage_top10` (0.942 [0.910, 0.969]) has a higher point estimate than
+#   `dense_top1` (0.897 [0.847, 0.940]). The intervals overlap, so this is a lead to follow up, not a result.
+# - Chunking changes little on fastapi (`dense_top1` AUC 0.987 for headings-128 against 0.986 for the default
+#   headings-256). On rust-book, headings-128 gives 0.954 against 0.944. Whether these gaps are real is shown only in
+#   the figure.
+# - Switching the embedding model to WordLlama lowers `dense_top1` AUC on both corpora. The paired difference is
+#   -0.030 [-0.054, -0.011] on fastapi and -0.046 [-0.081, -0.016] on rust-book.
+# - Thresholds do not transfer between models. Copying MiniLM's `keep@0.95` threshold (0.457) to WordLlama on fastapi
+#   cuts the median answerable kept share from 0.961 to 0.863 (difference -0.098, p5 to p95 [-0.216, -0.020]). Copying
+#   WordLlama's lower threshold to MiniLM cuts near-domain refusal from 0.773 to 0.409.
+# - Takeaway: rank signals and fit thresholds per corpus and per model, and treat results from one corpus as
+#   provisional. Caveat: this covers only the FastAPI and Rust-book corpora and the MiniLM and WordLlama models, and
+#   these tables are read from the `make reproduce` results rather than recomputed in the notebook.

@@ -110,3 +110,26 @@ coefficients = CoefficientDisplay.from_coefficients(
     summary["coefficients"], gates=["learned default", "learned default+lift"]
 ).plot()
 save_figure(coefficients.figure_, f"{figures_dir}/learned_coefficients");
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - No single signal beats `dense_top1` (AUC 0.986 against all unanswerable questions, 0.972 near-domain, 1.000
+#   unrelated). The nearest are `dense_top2` (0.982) and `dense_sigma100` (0.981). The new `dense_lift_over_domain`
+#   reaches 0.949, and the classic query-performance predictors are near or below chance (`dense_nqc` 0.548,
+#   `bm25_nqc_stopwords` 0.324).
+# - Combining signals helps a little, and only on near-domain questions. Held out, the learned gate over all signals
+#   has AUC 0.996 [0.987, 1.000] against 0.986 [0.974, 0.996] for the `dense_top1` threshold. The paired difference is
+#   0.010 [0.002, 0.020] overall and 0.021 [0.006, 0.039] on near-domain questions. On unrelated questions the
+#   threshold is already at 1.000, and no learned gate improves on it.
+# - At the operating point, the learned gate refuses more near-domain questions: 0.955 [0.864, 1.000] against 0.788
+#   [0.636, 0.909] for the threshold, a difference of 0.168 [0.045, 0.318]. It does not lose answerable ones (0.960
+#   against 0.952 answered; the difference of 0.008 [-0.039, 0.059] cannot be told apart from zero).
+# - Adding the new signal to the default set changes nothing measurable (AUC 0.995 with or without it; near-domain
+#   0.990 against 0.991).
+# - The dense+BM25 set cannot be told apart from the threshold on AUC (difference 0.009 [-0.001, 0.019]).
+# - The takeaway: `dense_top1` alone is a strong baseline here. A learned gate is worth having mainly for near-domain
+#   questions.
+# - Caveat: the intervals are percentiles over held-out splits of one small labeled set, and the outcome intervals are
+#   wide. A gain on this corpus is not a gain on another.

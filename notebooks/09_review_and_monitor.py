@@ -152,3 +152,27 @@ display(Markdown(estimates.to_markdown()))
 # %%
 refitted, change = refit_with_labels(gate_path, calibration, labels)  # the file names the rule it was fitted with
 change
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - The monitor stays quiet when nothing has changed: one half of the 189 calibration questions against the other
+#   gives no shift detected at alpha=0.05.
+# - On the live log of 300 rows it fires clearly. The gate answers 15.7% [11.7%, 20.3%] of live questions against
+#   56.1% [48.7%, 63.3%] in calibration (Fisher p 1.52e-20). The median `dense_top1` drops from 0.5394 to 0.3555 (KS p
+#   4.15e-21).
+# - The martingale does not fire (max 1.078, p <= 0.928), as expected: the log is shuffled, so it does not change over
+#   time.
+# - A review of 60 labeled rows (28 of the 47 answers, 32 of the 253 refusals) shows that the answers are the problem.
+#   An estimated 83.9% [70.2%, 91.5%] of the gate's live answers went to unanswerable questions.
+# - Wrong refusals are estimated at 0.0% [0.0%, 22.1%]. That interval contains 20%, so the rule "more than 20% wrong
+#   refusals means the threshold is too high" stays undecided.
+# - Refitting the committed gate's rule with the labels leaves the threshold at 0.478699: the rule reads only
+#   answerable questions, and the review adds just 4. The labels do show that the gate refuses only 0.571429 of the
+#   unanswerable rows in the review sample, against 0.906977 in calibration. The sample is drawn towards the bar, so
+#   this rate is not a traffic-wide estimate.
+# - The takeaway: monitoring and a small stratified review catch this shift and point to false answers, not false
+#   refusals. Refitting that rule cannot fix it; a rule that weighs unanswerable questions is needed.
+# - Caveat: the live traffic, its order and the labels are synthetic (the labels come from the question files, not a
+#   human labeler), so these rates describe this constructed log only.

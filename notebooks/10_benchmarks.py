@@ -150,6 +150,16 @@ OperatingPointDisplay.from_table(tables["operating_points"], space="risk-coverag
 save_figure(figure, f"{figures_dir}/risk_coverage");
 
 # %% [markdown]
+# Why the curves end at different heights at coverage 1, where every question is answered: an answer counts as
+# supported only if a passage the gate *passes on* comes from the gold page, and the gates pass on different
+# passages. A threshold on a passage score (`dense_top1`, `dense_top2`) cuts the dense list at its own threshold, so
+# at its most lenient one any gold passage in the dense top 10 counts; a gate on any other signal
+# (`dense_sigma50pct`, `dense_page_knn5`) passes on only the top passage; the learned gate passes on the dense
+# passages above one cosine bar (the `keep@0.95` threshold of `dense_top1`), or the top passage when none clears it.
+# Where a curve ends says how often what its gate passes on misses the gold page, not how well its signal orders the
+# questions.
+
+# %% [markdown]
 # An LLM's own "I don't know" (when the study was given its verdicts: SmolLM2 on a stratified sample, with the top-1
 # dense passage) is one operating point on both figures. Its shares with Clopper-Pearson intervals, and the counts
 # behind them: in ROC space x is the share of unanswerable questions it answered and y that of answerable ones; in
@@ -181,3 +191,28 @@ rows[benchmark] = {
     "aurc": round(areas.loc[(areas["name"] == "dense_top1") & (areas["measure"] == "aurc"), "value"].iloc[0], 3),
 }
 pd.DataFrame(rows).T
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - On the SQuAD half studied here (2,828 questions in 8 articles, 1,299 answerable), retrieval signals barely
+#   separate answerable from unanswerable questions. `dense_top1` has AUC 0.579, [0.560, 0.600] over questions and
+#   [0.541, 0.608] over articles, against 0.986 on FastAPI and 0.944 on the Rust book.
+# - Nothing does better. The next-best signals reach 0.562, 0.560 and 0.558, and the learned gate over all signals
+#   reaches 0.563 [0.523, 0.600] by article; nested by article, its median is 0.566 [0.525, 0.605].
+# - Held out by article, `keep@0.95` keeps 0.952 [0.904, 0.981] of answerable questions but refuses only 0.085 [0.035,
+#   0.152] of unanswerable ones.
+# - Trading the other way does not help. `false_answer_guarantee@0.2` refuses 0.820 of unanswerable questions but
+#   keeps only 0.258 [0.132, 0.383] of answerable ones.
+# - The LLM's own "I don't know" does not separate either. On its sample it answered 0.167 [0.113, 0.233] of
+#   unanswerable questions (27 of 162) and 0.167 [0.109, 0.240] of answerable ones (23 of 138). Its answers carry a
+#   selective risk of 0.680 [0.533, 0.805].
+# - Splitting by question instead of by article flatters the numbers: the learned AUC rises from 0.563 to 0.599, and
+#   the interval on unanswerable refused narrows from [0.035, 0.152] to [0.067, 0.108].
+# - The takeaway: when unanswerable questions are written against the very passage retrieval finds, retrieval-score
+#   gates do not work. An AURC of 0.552 for `dense_top1`, against 0.202 and 0.158 on the bundled corpora, says the
+#   same.
+# - Caveat: with only 8 articles, even the by-article intervals are rough and may run narrow. In the risk-coverage
+#   figure the curves end at different heights at full coverage. This is because each gate passes on different
+#   passages, not because the signals order questions differently.

@@ -29,6 +29,7 @@ results_dir = None  # None: results/ of the project (make reproduce's held-out c
 
 # %%
 import tempfile
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -79,7 +80,7 @@ queries = load_queries(FASTAPI_QUERIES)
 try:
     score_store(queries, LangChainStore(store))
 except StoreScoreError as error:
-    print(error)
+    print(textwrap.fill(str(error), 80))
 
 # %% [markdown]
 # We follow the advice and build the store with inner product on the (normalised) MiniLM vectors: cosine
@@ -91,7 +92,7 @@ store = FAISS.from_documents(documents, embeddings, distance_strategy=DistanceSt
 adapter = LangChainStore(store)
 table, provenance, retrieved = score_store(queries, adapter)
 print(f"score scale: {provenance['score_scale']}")
-table.head()
+table[["id", "query", "slice", "dense_top1"]].head().round(3)
 
 # %% [markdown]
 # ## A certified threshold
@@ -106,7 +107,7 @@ table.head()
 results, gold = support_inputs(queries, retrieved)
 support = support_levels(results, gold, "dense")  # best gold-passage score among the top 10, per question
 gate, certificate = certify_threshold_gate(table, "dense_top1", [rule], support=support, delta=delta)
-print(certificate.summary())
+print("\n".join(textwrap.fill(line, 80) for line in certificate.summary().splitlines()))
 
 # %%
 folder = Path(tempfile.mkdtemp())
@@ -172,3 +173,24 @@ chain = retriever.as_decision() | RunnableBranch((lambda outcome: outcome["refus
 
 for question in ("How do I set a cookie on the response?", "What is the boiling point of water on Mount Everest?"):
     display(Markdown(f"**{question}**\n\n> {chain.invoke(question)}"))
+
+
+# %% [markdown]
+# ## Conclusion
+#
+# - ragcal works on LangChain's own FAISS store (2,282 documents). With the default Euclidean store it refuses to
+#   calibrate distances as similarities and says how to fix the store. With inner product, the store's scores match
+#   ragcal's `dense_top1` (largest difference 0).
+# - Learn-then-Test certified 2 of 41 thresholds for risk_guarantee@0.2 at probability 0.9. The chosen one is 0.6681,
+#   saved as a bar of 0.6679 placed just below it.
+# - In-sample, the gate answers 59 of 103 answerable questions (0.573 [0.472, 0.670]) and none of the 86 unanswerable
+#   ones ([0.000, 0.042]). Its selective risk is 0.051 [0.011, 0.141] (3 unsupported of 59 answers).
+# - The price is coverage: the gate answers 0.312 [0.247, 0.383] of all questions and refuses many answerable ones.
+# - Held out, the same procedure kept its bound in 0.998 of splits (nominal 0.9). But it certified a threshold in only
+#   228 of 1000 half splits, so half the labeled set is usually too little for a 0.2 bound.
+# - In a `RunnableBranch`, the gated retriever answers the cookie question from `advanced/response-cookies.md#2` and
+#   refuses the unrelated boiling-point question with its reasons.
+# - The takeaway: a LangChain user can replace a guessed `score_threshold` with a certified one, provided the store
+#   returns similarities.
+# - Caveat: the shares above are measured on the questions the gate was certified on. The only held-out evidence is
+#   the split check, and it comes from one corpus.
