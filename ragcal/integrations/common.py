@@ -123,6 +123,30 @@ def contents_overlap(recorded: dict, seen: dict) -> float:
     return float(np.mean(shares)) if shares else 1.0
 
 
+def _check_contents_record(recorded, path) -> None:
+    """A gate file's ``store_contents`` as :meth:`StoreRetriever.contents_probe` writes it, else GateFileError."""
+    from ..gates.files import GateFileError
+
+    def strings(value) -> bool:
+        return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+    questions = recorded.get("questions") if isinstance(recorded, dict) else None
+    if not (
+        strings(questions)
+        and isinstance(recorded.get("depth"), int)
+        and recorded["depth"] >= 1
+        and isinstance(recorded.get("documents"), list)
+        and len(recorded["documents"]) == len(questions)
+        and all(strings(documents) for documents in recorded["documents"])
+        and isinstance(recorded.get("top"), list)
+        and len(recorded["top"]) == len(questions)
+    ):
+        raise GateFileError(
+            f"{path}: field 'provenance.store_contents' must hold questions, depth, documents and top as "
+            "score_store writes them; score the labeled set through the store and fit the gate again"
+        )
+
+
 def _score(value) -> float:
     if value is None:
         return math.nan
@@ -433,6 +457,7 @@ class StoreGate:
                 stacklevel=3,
             )
             return None
+        _check_contents_record(recorded, self.path)
         seen = self.retriever.contents_probe(recorded["questions"], depth=int(recorded["depth"]))
         overlap = contents_overlap(recorded, seen)
         if overlap >= SAME_CONTENTS:

@@ -375,6 +375,13 @@ def test_a_gate_file_without_a_contents_record_warns_that_it_cannot_check(fitted
     old.write_text(json.dumps(document))
     with pytest.warns(GateWarning, match="does not record what its store held"):
         assert StoreGate(old, fitted.store).contents_overlap is None
+    # A record edited by hand: one line that names the file and the field.
+    for broken in ({"questions": "q"}, {**fitted.config["store_contents"], "documents": [[1]] * 8},
+                   {**fitted.config["store_contents"], "depth": 0}):  # fmt: skip
+        document["provenance"]["store_contents"] = broken
+        old.write_text(json.dumps(document))
+        with pytest.raises(GateFileError, match=r"old_gate\.json: field 'provenance.store_contents' must hold"):
+            StoreGate(old, fitted.store)
 
 
 def test_a_refusal_through_the_store_reads_as_well_as_ragcal_ask(fitted, fastapi_index):
