@@ -126,9 +126,17 @@ def run_train_judge(args) -> None:
             f"validation AUC {'n/a' if auc is None else f'{auc:.3f}'} against {'n/a' if dense is None else f'{dense:.3f}'}"
             f" for the dense cosine of the same pairs: {description['verdict']}"
         )
+    calibration = description.get("calibration")
+    if calibration:
+        print(
+            f"calibrated on the {calibration['n_pairs']} validation pairs: P = sigmoid({calibration['slope']:.3f} * "
+            f"logit {calibration['intercept']:+.3f})"
+        )
+    else:
+        print("not calibrated (fewer than 10 validation pairs of a class): its scores are the raw sigmoid")
     print(f"wrote {args.out} (judge.json, training.csv, weights); fingerprint {judge.fingerprint}")
     print(
-        f"score with it: ragcal score OTHER_QUERIES.csv --judge {args.out} (never on the {description['n_questions']} "
-        "questions it was trained on)",
+        f"score with it: ragcal score OTHER_QUERIES.csv --judge {args.out} (never on the {len(judge.trained_on)} "
+        "questions it was trained or calibrated on)",
         file=sys.stderr,
     )

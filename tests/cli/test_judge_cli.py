@@ -101,8 +101,11 @@ def test_train_judge_writes_the_folder_and_prints_its_summary(workspace, capsys)
     )
     assert f"validation loss {validation.iloc[0]:.3f} -> {validation.iloc[-1]:.3f}" in lines[1]
     assert lines[2].startswith("validation AUC ") and lines[2].endswith(f": {description['verdict']}")
-    assert lines[3].startswith(f"wrote {out} (judge.json, training.csv, weights); fingerprint ")
-    assert TrainedJudge(out, use_cache=False).fingerprint in lines[3]
+    # Nine questions, a tenth held out: too few validation pairs to calibrate, and it says so.
+    assert description["calibration"] is None
+    assert lines[3] == "not calibrated (fewer than 10 validation pairs of a class): its scores are the raw sigmoid"
+    assert lines[4].startswith(f"wrote {out} (judge.json, training.csv, weights); fingerprint ")
+    assert TrainedJudge(out, use_cache=False).fingerprint in lines[4]
     assert "train-judge" in captured.err  # the progress bar
 
 
