@@ -19,7 +19,7 @@
 # into LangChain's FAISS store, scores the labeled questions *through that store* (its own scores, not ragcal's),
 # certifies a threshold whose selective risk Learn-then-Test bounds, checks it on questions it was not fitted on,
 # saves it, and puts it in a chain that refuses an unrelated question and answers a covered one. LlamaIndex and
-# Haystack get the same in a few lines (README, "Inside LangChain, LlamaIndex and Haystack").
+# Haystack get the same in a few lines (the quick start in the documentation: `docs/frameworks-overview.md`).
 
 # %% tags=["parameters"]
 rule = "risk_guarantee@0.2"  # selective risk (unsupported answers among answers) at most 0.2
