@@ -126,7 +126,10 @@ save_figure(roc.figure_, f"{figures_dir}/roc");
 
 # %% [markdown]
 # What the judge's best probability looks like per slice (answerable against unanswerable questions), with the
-# `keep@0.95` threshold fitted on all of them.
+# `keep@0.95` threshold fitted on all of them. A calibrated judge that orders little says about the same probability
+# for every pair: the share of answering pairs among its own validation pairs. Each cluster below is one fold's
+# judge, and the clusters sit apart because those shares differ from fold to fold: calibration put each judge's
+# scores on the probability scale, but it cannot make judges that learned nothing agree.
 
 # %%
 with figure_style():

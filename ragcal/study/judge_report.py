@@ -9,6 +9,7 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["LEARNED_RETRIEVAL", "LEARNED_WITH_JUDGE", "judge_findings", "judge_summary", "judge_overview"]
@@ -86,6 +87,10 @@ def _reading(row, baseline) -> str:
     return verdict
 
 
+#: Fold medians of a judge signal within this of each other count as one scale in :func:`judge_findings`.
+SAME_SCALE = 0.02
+
+
 def judge_findings(tables: dict, *, baseline: str = "dense_top1", judge_signal: str = "judge_top1") -> list[str]:
     """The study's conclusions for one corpus, in sentences with their numbers, good and bad.
 
@@ -121,8 +126,22 @@ def judge_findings(tables: dict, *, baseline: str = "dense_top1", judge_signal: 
         lines.append(
             f"Within single folds, `{judge_signal}` reaches AUC {_number(judged.min())} to {_number(judged.max())}."
         )
+    signal_rows = per_fold[per_fold["signal"] == judge_signal]
+    if {"median_answerable", "median_unanswerable"} <= set(signal_rows.columns) and len(signal_rows) > 1:
+        medians = signal_rows[["median_answerable", "median_unanswerable"]].to_numpy(dtype=float)
+        low, high = float(np.nanmin(medians)), float(np.nanmax(medians))
+        lines.append(
+            f"The fold judges' calibrated `{judge_signal}` medians lie between {_number(low)} and {_number(high)}"
+            + (
+                ": on one scale."
+                if high - low <= SAME_SCALE
+                else ": calibration did not put them on one scale (a judge that orders little is calibrated to "
+                "about its own validation pairs' share of answering pairs, which differs by fold), so the pooled "
+                "numbers mix folds; read the per-fold ones."
+            )
+        )
     if LEARNED_RETRIEVAL in found and LEARNED_WITH_JUDGE in found:
-        gain = found[LEARNED_WITH_JUDGE]["auc"] - found[LEARNED_RETRIEVAL]["auc"]
+        gain = round(found[LEARNED_WITH_JUDGE]["auc"] - found[LEARNED_RETRIEVAL]["auc"], 3) + 0.0  # no "-0.000"
         lines.append(
             f"Adding the judge signals to the learned gate moves its AUC by {gain:+.3f} "
             f"({_number(found[LEARNED_RETRIEVAL]['auc'])} to {_number(found[LEARNED_WITH_JUDGE]['auc'])})."

@@ -136,6 +136,15 @@ def test_the_findings_say_what_the_numbers_say():
     assert lines[5] == "Within single folds, `judge_top1` reaches AUC 0.470 to 0.520."
     assert lines[6] == "Adding the judge signals to the learned gate moves its AUC by +0.010 (0.560 to 0.570)."
     assert lines[7] == "Held out at `keep@0.95`, `judge_top1` refuses 10.8% of unanswerable questions, `dense_top1` 8.8%."
+    # With each fold's medians: within 0.02 of each other is one scale; further apart, the pooled numbers mix folds.
+    tables["fold_auc"] = tables["fold_auc"].assign(median_answerable=[0.6, 0.352, 0.6, 0.261],
+                                                   median_unanswerable=[0.4, 0.353, 0.4, 0.261])  # fmt: skip
+    spread = judge_findings(tables)[6]
+    assert spread.startswith("The fold judges' calibrated `judge_top1` medians lie between 0.261 and 0.353: calibration "
+                             "did not put them on one scale")  # fmt: skip
+    tables["fold_auc"]["median_answerable"] = [0.6, 0.352, 0.6, 0.340]
+    tables["fold_auc"]["median_unanswerable"] = [0.4, 0.353, 0.4, 0.345]
+    assert judge_findings(tables)[6].endswith("medians lie between 0.340 and 0.353: on one scale.")
     # A constant signal has no AUC: said so, not compared.
     tables["auc_compared"].loc[2, "auc"] = float("nan")
     assert judge_findings(tables)[1].endswith("constant: it orders nothing.")
