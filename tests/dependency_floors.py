@@ -28,6 +28,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -190,6 +191,22 @@ UNRELATED_QUESTION = "What is the capital of Mongolia?"
 
 class JobFailed(Exception):
     """One step of the job failed; the message says which and shows its output."""
+
+
+#: Extras this job does not install, and the module that tells a snippet needs one (its snippets are skipped).
+UNINSTALLED_EXTRAS = (
+    ("spark", "pyspark"),
+    ("scale", "psycopg"),
+    ("serve", "fastapi"),
+    ("llm", "xllamacpp"),
+    ("frameworks", "langchain_community"),  # the stores (FAISS, Chroma) are the frameworks extra, beyond langchain's
+    ("frameworks", "langchain_chroma"),
+    ("frameworks", "chromadb"),
+)
+
+
+def _imports(code: str, module: str) -> bool:
+    return bool(re.search(rf"^\s*(from|import)\s+{module}\b", code, flags=re.MULTILINE))
 
 
 #: The optional extras installed (at their floors) with the wheel: the framework integrations, used by
@@ -381,6 +398,10 @@ class Job:
             seed_embedding_cache(self.cache)
         for number, snippet in enumerate(snippets("python"), start=1):
             if imports_a_framework(snippet.code) != frameworks:
+                continue
+            skipped = sorted({extra for extra, module in UNINSTALLED_EXTRAS if _imports(snippet.code, module)})
+            if skipped:  # this job installs the core and the frameworks at their floors, not every extra
+                self.say(f"snippet {snippet.where}: skipped; it needs the {', '.join(skipped)} extra")
                 continue
             reasons = needs_the_readers_things(snippet.code)
             if reasons:

@@ -130,17 +130,28 @@ def loaded_images(driver) -> tuple[int, int]:
     )
 
 
+def arrived(driver, path: str, timeout: float = 30) -> None:
+    """Wait until the browser shows ``path``, fully loaded (a redirect or a click navigates after returning)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout).until(
+        lambda current: current.current_url.endswith(path)
+        and current.execute_script("return document.readyState") == "complete",
+        message=f"never arrived at {path} (at {driver.current_url})",
+    )
+
+
 def test_the_site_opens_in_a_browser_with_its_figures(selenium_webdriver, browser, served):  # noqa: F811
     from selenium.webdriver.common.by import By
 
-    browser.get(served + "/")  # the root sends the browser to docs/index.html
-    assert browser.current_url.endswith("/docs/index.html")
+    browser.get(served + "/")  # the root sends the browser to docs/index.html (a meta refresh: it navigates again)
+    arrived(browser, "/docs/index.html")
     assert "ragcal" in browser.title
     total, decoded = loaded_images(browser)
     assert total >= 1 and decoded == total
     # Follow the landing page's own link to Getting started, as a reader would.
     browser.find_element(By.LINK_TEXT, "Getting started").click()
-    assert browser.current_url.endswith("/docs/getting-started.html")
+    arrived(browser, "/docs/getting-started.html")
     assert "make reproduce" in browser.find_element(By.TAG_NAME, "main").text
     for path, text, min_images in (
         ("/docs/api/gates.html", "ThresholdGate", 0),
@@ -149,6 +160,7 @@ def test_the_site_opens_in_a_browser_with_its_figures(selenium_webdriver, browse
         ("/results/fastapi/summary.html", "dense_top1", 0),
     ):
         browser.get(served + path)
+        arrived(browser, path)
         main = browser.find_element(By.TAG_NAME, "main").text
         assert text in main, path
         total, decoded = loaded_images(browser)
