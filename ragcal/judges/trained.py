@@ -108,7 +108,7 @@ class TrainedJudge(CrossEncoderJudge):
         """``sigmoid(slope * logit + intercept)`` when calibrated, else ``sigmoid(logit)``."""
         if self.calibration is None:
             return super().probabilities(logits)
-        return 1.0 / (1.0 + np.exp(-(self.calibration["slope"] * logits[:, 0] + self.calibration["intercept"])))
+        return super().probabilities(self.calibration["slope"] * logits + self.calibration["intercept"])
 
     @property
     def curve(self) -> pd.DataFrame:
