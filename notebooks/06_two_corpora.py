@@ -117,32 +117,33 @@ overall.set_index(["corpus", "signal"])[columns].round(3)
 cross_thresholds.pivot_table(index=["corpus", "rule"], columns="model", values="threshold", sort=False)[models].round(3)
 
 # %% [markdown]
-# The two score distributions side by side, one row per corpus. Each panel marks that model's own `keep@0.95`
-# threshold; the WordLlama panel also marks the MiniLM threshold, which is what copying it without recalibrating
-# would use.
+# The two score distributions of each corpus, one model above the other. Each panel marks that model's own
+# `keep@0.95` threshold; the WordLlama panel also marks the MiniLM threshold, which is what copying it without
+# recalibrating would use.
 
 # %%
 rule = "keep@0.95"
-with figure_style():
+with figure_style():  # one panel per row, 7.4 in wide: the documentation site shows it at about its own size
     figure, axes = plt.subplots(
-        len(corpora), len(models), figsize=(11, 3.0 * len(corpora)), layout="constrained", squeeze=False
+        len(corpora) * len(models), 1, figsize=(7.4, 2.5 * len(corpora) * len(models)), layout="constrained", squeeze=False
     )
-for row, corpus in enumerate(corpora):
+for position, corpus in enumerate(corpora):
     fitted = cross_thresholds[(cross_thresholds["corpus"] == corpus) & (cross_thresholds["rule"] == rule)]
     fitted = fitted.set_index("model")["threshold"]
     paths = {
         models[0]: f"{results_dir}/{corpus}/scores.csv",
         models[1]: f"{results_dir}/{corpus}/scores_{models[1].lower()}.csv",
     }
-    for column, model in enumerate(models):
+    for offset, model in enumerate(models):
         marks = {f"{model} {rule}": fitted[model]}
         if model != models[0]:
             marks[f"{models[0]} {rule} (copied)"] = fitted[models[0]]
         table = read_score_table(paths[model], ["dense_top1"])
         display = ScoreDistributionDisplay.from_score_table(table, "dense_top1", thresholds=marks)
-        display.plot(ax=axes[row, column], kind="strip", legend=False)
-        axes[row, column].set_title(f"{corpus} · {model}", fontsize=10)
-        axes[row, column].legend(handles=list(display.threshold_lines_.values()), loc="lower right", fontsize=7)
+        ax = axes[position * len(models) + offset, 0]
+        display.plot(ax=ax, kind="strip", legend=False)
+        ax.set_title(f"{corpus} · {model}", loc="left")
+        ax.legend(handles=list(display.threshold_lines_.values()), loc="upper right", fontsize=8)
 save_figure(figure, f"{figures_dir}/score_distributions_two_models");
 
 # %% [markdown]

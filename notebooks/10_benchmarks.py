@@ -143,7 +143,7 @@ tables["learned_gate"].groupby("gate")[["auc", "answerable_kept", "near_domain_r
 
 # %%
 with figure_style():
-    figure, ax = plt.subplots(figsize=(9.6, 4.4), layout="constrained")
+    figure, ax = plt.subplots(figsize=(7.6, 4.4), layout="constrained")
 risk = RiskCoverageDisplay.from_results(tables["risk_coverage"], tables["risk_coverage_summary"])
 risk.plot(ax=ax, name="SQuAD 2.0, half A")
 OperatingPointDisplay.from_table(tables["operating_points"], space="risk-coverage").plot(ax=risk.ax_)

@@ -170,7 +170,7 @@ certified.reset_index(level=0).pivot_table(index=["corpus", "gate"], columns="me
 
 # %%
 with figure_style():
-    figure, ax = plt.subplots(figsize=(9.6, 4.4), layout="constrained")
+    figure, ax = plt.subplots(figsize=(7.6, 4.4), layout="constrained")
 RiskCoverageDisplay.from_results(tables[first]["risk_coverage"], tables[first]["risk_coverage_summary"]).plot(
     ax=ax, name=first
 )
