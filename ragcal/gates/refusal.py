@@ -14,7 +14,9 @@ A refusal never says only "I don't know". It says
 
 Without a :class:`CorpusDescription` (a gate that is not bound to an index),
 the message can only name what the retrievers returned: chunk ids and their
-count.
+count. A description of only the passages a store returned
+(:meth:`CorpusDescription.from_passages`, ``returned_only``) names their
+pages and headings, and counts what was returned rather than the corpus.
 """
 
 from __future__ import annotations
@@ -30,8 +32,11 @@ _N_CLOSEST = 3
 _N_TOPICS = 6
 
 
-def closest_pages(results, *, n: int = _N_CLOSEST) -> list[tuple[str, str, float]]:
-    """``(page, best chunk id, score)`` of the first ``n`` distinct pages of the most meaningful non-empty view."""
+def closest_pages(results, *, n: int = _N_CLOSEST, page=page_of) -> list[tuple[str, str, float]]:
+    """``(page, best chunk id, score)`` of the first ``n`` distinct pages of the most meaningful non-empty view.
+
+    ``page`` maps a chunk id to its page (default: the part of the id before ``#``).
+    """
     views = [name for name in CLOSEST_VIEWS if name in results] + [
         name for name in results if name not in CLOSEST_VIEWS
     ]
@@ -41,7 +46,7 @@ def closest_pages(results, *, n: int = _N_CLOSEST) -> list[tuple[str, str, float
             continue
         pages = {}
         for chunk_id, score in zip(listed.chunk_ids, listed.scores):
-            pages.setdefault(page_of(chunk_id), (chunk_id, float(score)))
+            pages.setdefault(page(chunk_id), (chunk_id, float(score)))
             if len(pages) == n:
                 break
         return [(page, chunk_id, score) for page, (chunk_id, score) in pages.items()]
@@ -61,8 +66,13 @@ def refusal_message(results, *, query: str | None = None, reasons=(), corpus: Co
     """
     corpus = searched_corpus(results, corpus)
     subject = f"“{query.strip()}”" if query else "this question"
-    closest = closest_pages(results)
-    if corpus is not None:
+    closest = closest_pages(results, page=corpus.page if corpus is not None else page_of)
+    if corpus is not None and corpus.returned_only:
+        searched = (
+            f"I searched {corpus.name}: none of the {corpus.n_passages:,} passages it returned (from "
+            f"{corpus.n_pages:,} pages) answers {subject}."
+        )
+    elif corpus is not None:
         searched = (
             f"I searched {corpus.name} ({corpus.n_passages:,} passages from {corpus.n_pages:,} pages) and found "
             f"nothing that answers {subject}."
@@ -93,6 +103,12 @@ def _next_step(closest, query, corpus) -> str:
         if terms:
             quoted = ", ".join(f"“{term}”" for term in terms)
             return f"Next step: if one of those pages is close, rephrase with the terms it uses, such as {quoted}."
+        if corpus.topics and corpus.returned_only:
+            topics = ", ".join(corpus.topics[:_N_TOPICS])
+            return (
+                f"Next step: {corpus.name} may not cover this topic at all; the passages it returned are about "
+                f"{topics}. Ask about one of them."
+            )
         if corpus.topics:
             topics = ", ".join(corpus.topics[:_N_TOPICS])
             return (

@@ -49,6 +49,8 @@ __all__ = [
     "store_retriever",
     "probe_questions",
     "contents_overlap",
+    "metadata_of",
+    "passage_of",
 ]
 
 #: Optional extra -> (what it installs, the modules an integration imports).
@@ -145,6 +147,44 @@ def _check_contents_record(recorded, path) -> None:
             f"{path}: field 'provenance.store_contents' must hold questions, depth, documents and top as "
             "score_store writes them; score the labeled set through the store and fit the gate again"
         )
+
+
+#: Metadata keys a document's page is read from, first found first (``documents_from_chunks`` writes ``page``).
+PAGE_KEYS = ("page", "source", "file_path")
+#: Metadata key of a document's heading path: a list, or one string split at " > " (as ``documents_from_chunks``).
+HEADING_KEY = "heading"
+
+
+def metadata_of(item) -> dict:
+    """A framework document's metadata: LangChain's and LlamaIndex's ``metadata``, Haystack's ``meta``."""
+    for attribute in ("metadata", "meta"):
+        value = getattr(item, attribute, None)
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def passage_of(hit: Hit, text: str = ""):
+    """What a refusal may name of one document a store returned: a :class:`~ragcal.retrieval.views.Passage`.
+
+    Its page is the first of :data:`PAGE_KEYS` in the document's metadata,
+    else the chunk id's part before ``#``; its heading path is
+    ``metadata["heading"]``. None when the document records neither a page
+    nor a heading and its id names no page: a refusal can then only name the id.
+    """
+    from ..chunking import page_of
+    from ..retrieval.views import Passage
+
+    metadata = metadata_of(hit.item)
+    page = next((str(metadata[key]) for key in PAGE_KEYS if metadata.get(key)), None)
+    heading = metadata.get(HEADING_KEY) or ()
+    if isinstance(heading, str):
+        heading = tuple(part.strip() for part in heading.split(" > ") if part.strip())
+    heading = tuple(str(part) for part in heading)
+    if page is None and not heading and "#" not in hit.chunk_id:
+        return None
+    owner = metadata.get("owner")
+    return Passage(hit.chunk_id, page or page_of(hit.chunk_id), heading, text, str(owner) if owner else None)
 
 
 def _score(value) -> float:
@@ -370,7 +410,11 @@ class StoreGate:
         :meth:`~ragcal.retrieval.views.CorpusDescription.from_chunks`), a
         refusal names the corpus and its size, the closest pages with their
         heading paths, and what the corpus covers, as ``ragcal ask`` does;
-        without it, only the chunk ids the store returned.
+        without it, a refusal names the pages and heading paths of the
+        documents the store returned (their ``page`` and ``heading``
+        metadata, which ``documents_from_chunks`` writes), counts those
+        documents, and draws its topics and terms from them
+        (:meth:`describe_returned`); documents with neither give chunk ids.
 
     Attributes
     ----------
@@ -435,12 +479,29 @@ class StoreGate:
                 "a threshold on another model's scale is wrong: score and fit again with this model"
             )
         self.contents_overlap = self._check_contents(contents)
+        self.described = corpus is not None
         if corpus is not None:
             from ..retrieval.views import CorpusDescription
 
             if not isinstance(corpus, CorpusDescription):
                 corpus = CorpusDescription.from_chunks(corpus, name="the store's documents")
             self.gate = self.gate.bind(corpus)
+
+    def describe_returned(self, hits):
+        """What the store returned for one question, for a refusal when ``corpus=`` was not given.
+
+        A :class:`~ragcal.retrieval.views.CorpusDescription` of those
+        documents alone (``returned_only``): their pages and heading paths as
+        their metadata records them (:func:`passage_of`), their top-level
+        sections, and terms to rephrase with from their texts. None when no
+        document records a page or heading.
+        """
+        from ..retrieval.views import CorpusDescription
+
+        passages = [passage_of(hit, self.retriever.text_of(hit.item)) for hit in hits]
+        if not passages or any(passage is None for passage in passages):
+            return None
+        return CorpusDescription.from_passages(passages, name=f"the {self.retriever.store_label} store")
 
     def _check_contents(self, contents: str) -> float | None:
         """Ask the store the gate file's probe questions; refuse (or warn) when it answers with other documents."""
@@ -481,9 +542,17 @@ class StoreGate:
         return overlap
 
     def decide(self, query: str, hits) -> tuple:
-        """``(Decision, the hits it passes on in the gate's order)``; no hits on refusal."""
+        """``(Decision, the hits it passes on in the gate's order)``; no hits on refusal.
+
+        Without ``corpus=``, a refusal is worded from the documents the store
+        returned (:meth:`describe_returned`).
+        """
+        import dataclasses
+
         hits = list(hits)
         result = self.retriever.result(hits, query=query)
+        if not self.described:
+            result = dataclasses.replace(result, corpus=self.describe_returned(hits))
         decision = self.gate.decide({self.retriever.name: result}, query=query)
         by_id = {}
         for hit in hits:

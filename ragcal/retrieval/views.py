@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .base import view_key
 
-__all__ = ["CorpusDescription", "searched_corpus", "ViewMismatchError"]
+__all__ = ["CorpusDescription", "Passage", "searched_corpus", "ViewMismatchError"]
 
 _N_TERMS = 3
 
@@ -60,6 +60,12 @@ class CorpusDescription:
         Top-level section titles, those with the most pages first.
     view : str
         :func:`~ragcal.retrieval.base.view_key` of the described chunks (computed when empty).
+    pages : dict of str to str
+        Page of each chunk id whose id does not name it (``<page>#<n>``); empty for ragcal's own chunks.
+    returned_only : bool
+        True when it describes only the passages a store returned for one
+        question (:meth:`from_passages`), not the whole corpus: a refusal then
+        counts what it was given, not what the corpus holds.
     """
 
     name: str
@@ -71,6 +77,8 @@ class CorpusDescription:
     idf: dict = field(repr=False)
     topics: tuple = ()
     view: str = ""
+    pages: dict = field(default_factory=dict, repr=False)
+    returned_only: bool = False
 
     def __post_init__(self):
         if not self.view:
@@ -96,11 +104,6 @@ class CorpusDescription:
             from .bm25 import BM25Retriever
 
             idf = dict(BM25Retriever.from_chunks(chunks, variant="stopwords").bm25.idf) if chunks else {}
-        pages_per_topic = Counter(
-            dict.fromkeys((chunk.heading_path[0], chunk.doc_path) for chunk in chunks if chunk.heading_path)
-        )
-        topic_pages = Counter(topic for topic, _ in pages_per_topic)
-        topics = tuple(sorted(topic_pages, key=lambda topic: -topic_pages[topic]))  # stable: corpus order on ties
         return cls(
             name=name,
             n_passages=len(chunks),
@@ -109,8 +112,48 @@ class CorpusDescription:
             owners={chunk.doc_path: str(chunk.metadata["owner"]) for chunk in chunks if chunk.metadata.get("owner")},
             texts={chunk.chunk_id: chunk.text for chunk in chunks},
             idf=dict(idf),
-            topics=topics,
+            topics=_topics((chunk.heading_path, chunk.doc_path) for chunk in chunks),
         )
+
+    @classmethod
+    def from_passages(cls, passages, *, name: str) -> CorpusDescription:
+        """Describe the passages a store returned for one question, when nothing describes the whole store.
+
+        Parameters
+        ----------
+        passages : sequence of Passage
+            In the store's order, each with its page and heading path as the
+            store's documents record them (:func:`ragcal.integrations.common.passage_of`).
+        name : str
+            How the refusal names what was searched, e.g. ``"the LangChain FAISS store"``.
+
+        The counts, topics and rephrasing terms (tf-idf over these passages
+        alone) describe what was returned, and :attr:`returned_only` makes a
+        refusal say so.
+        """
+        from .bm25 import BM25Retriever
+
+        passages = list(passages)
+        ids, texts = [passage.chunk_id for passage in passages], [passage.text for passage in passages]
+        idf = dict(BM25Retriever(ids, texts, variant="stopwords").bm25.idf) if passages else {}
+        return cls(
+            name=name,
+            n_passages=len(passages),
+            n_pages=len({passage.page for passage in passages}),
+            headings={passage.chunk_id: tuple(passage.heading_path) for passage in passages},
+            owners={passage.page: passage.owner for passage in passages if passage.owner},
+            texts={passage.chunk_id: passage.text for passage in passages},
+            idf=idf,
+            topics=_topics((passage.heading_path, passage.page) for passage in passages),
+            pages={passage.chunk_id: passage.page for passage in passages},
+            returned_only=True,
+        )
+
+    def page(self, chunk_id: str) -> str:
+        """The page of a chunk id: as recorded (:attr:`pages`), else the part of the id before ``#``."""
+        from ..chunking import page_of
+
+        return self.pages.get(chunk_id) or page_of(chunk_id)
 
     def heading(self, chunk_id: str) -> str:
         from ..chunking import HEADING_SEPARATOR
@@ -152,6 +195,24 @@ class CorpusDescription:
         )
         weighted = sorted(counts, key=lambda token: (-counts[token] * self.idf[token], token))
         return weighted[:n]
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One passage a store returned, as its document describes it: what a refusal may name."""
+
+    chunk_id: str
+    page: str
+    heading_path: tuple = ()
+    text: str = ""
+    owner: str | None = None
+
+
+def _topics(headed_pages) -> tuple:
+    """Top-level section titles of ``(heading path, page)`` pairs, those with the most pages first (stable)."""
+    pages_per_topic = Counter(dict.fromkeys((path[0], page) for path, page in headed_pages if path))
+    topic_pages = Counter(topic for topic, _ in pages_per_topic)
+    return tuple(sorted(topic_pages, key=lambda topic: -topic_pages[topic]))
 
 
 def searched_corpus(results, bound=None):

@@ -1,5 +1,6 @@
 """Gates: every floor-and-gap case by hand, thresholds and their cut, chain order and tiers, files and messages."""
 
+import dataclasses
 import json
 import math
 import re
@@ -35,7 +36,7 @@ from ragcal.gates.chain import fit_default_chain
 from ragcal.gates.evaluate import paired_differences, passage_metrics
 from ragcal.gates.refusal import refusal_message
 from ragcal.retrieval import BM25Retriever, RetrievalResult
-from ragcal.retrieval.views import CorpusDescription
+from ragcal.retrieval.views import CorpusDescription, Passage
 
 
 def hits(name, *pairs):
@@ -388,6 +389,45 @@ def test_refusal_names_the_owner_from_front_matter(handbook):
 def test_refusal_without_a_corpus_still_says_what_was_searched():
     message = refusal_message(dense(0.2, 0.1), query="anything")
     assert message.startswith("I looked at 2 passages (dense)") and "page0.md#0" in message
+
+
+def returned(*passages):
+    """What a store returned, described alone: ids that name no page (a store's own), pages from metadata."""
+    return CorpusDescription.from_passages([Passage(*passage) for passage in passages], name="the notes store")
+
+
+def test_a_refusal_from_what_a_store_returned_counts_what_it_returned_not_the_corpus():
+    description = returned(
+        ("u1", "pets/cats.md", ("Pets", "Cats"), "Cats sleep sixteen hours a day."),
+        ("u2", "pets/cats.md", ("Pets", "Cats", "Food"), "Cats need taurine in their food."),
+        ("u3", "garden/roses.md", ("Garden", "Roses"), "Prune roses in late winter."),
+    )
+    assert (description.n_passages, description.n_pages, description.returned_only) == (3, 2, True)
+    assert description.page("u3") == "garden/roses.md" and description.page("x.md#4") == "x.md"
+    assert description.topics == ("Pets", "Garden")  # one page each: first seen first
+    results = {"dense": hits("dense", ("u2", 0.3), ("u1", 0.25), ("u3", 0.1))}
+    message = ThresholdGate("dense_top1", 0.5).decide(results, query="What do hamsters eat?").message
+    assert message.startswith("I looked at 3 passages")  # unbound: ids only
+    results = {name: dataclasses.replace(result, corpus=description) for name, result in results.items()}
+    message = ThresholdGate("dense_top1", 0.5).decide(results, query="What do hamsters eat?").message
+    lines = message.splitlines()
+    assert lines[0] == (
+        "I searched the notes store: none of the 3 passages it returned (from 2 pages) answers “What do hamsters eat?”."
+    )
+    # Two distinct pages, in the store's order, each under its best passage's heading path.
+    assert lines[1:4] == ["Related, but not an answer:", "- Pets › Cats › Food (pets/cats.md)",
+                          "- Garden › Roses (garden/roses.md)"]  # fmt: skip
+    assert lines[4].startswith("Next step: the notes store may not cover this topic at all; the passages it "
+                               "returned are about Pets, Garden.")  # fmt: skip
+    # The owner of a closest page (from the document's metadata) wins, as in a described corpus.
+    owned = returned(("u3", "garden/roses.md", ("Garden", "Roses"), "Prune roses in late winter.", "Garden club"))
+    closest = {"dense": dataclasses.replace(hits("dense", ("u3", 0.3)), corpus=owned)}
+    assert "ask Garden club, who owns garden/roses.md" in ThresholdGate("dense_top1", 0.5).decide(closest).message
+
+
+def test_a_store_that_returned_nothing_is_described_by_nothing():
+    description = CorpusDescription.from_passages([], name="the notes store")
+    assert (description.n_passages, description.n_pages, description.topics, description.idf) == (0, 0, (), {})
 
 
 def test_rephrasing_terms_come_from_the_corpus_and_skip_the_question(handbook):

@@ -238,6 +238,9 @@ def test_pipeline_routes_each_question_as_ragcal_decides(adapter, fitted, querie
             refusal = result["gate"]["refusal"]
             assert result["router"]["refusal"] == refusal["message"] and refusal["message"]
             assert refusal["reasons"] and refusal["score"] < gate.threshold
+            # Worded from the documents the store returned: their pages and heading paths (documents_from_chunks).
+            assert refusal["message"].startswith(f"I searched the {adapter.store_label} store: none of the ")
+            assert " › " in refusal["message"].splitlines()[2]
         else:
             assert result["gate"]["refusal"] is None and "refusal" not in result.get("router", {})
             assert passed and {document.meta["ragcal_action"] for document in passed} == {action}

@@ -385,13 +385,34 @@ def test_a_gate_file_without_a_contents_record_warns_that_it_cannot_check(fitted
 
 
 def test_a_refusal_through_the_store_reads_as_well_as_ragcal_ask(fitted, fastapi_index):
-    # Bare: the store gives ranked chunk ids and scores, so that is all a refusal can name.
-    bare = GatedRetriever(store=fitted.store, gate=fitted.path).decide(UNRELATED)["refusal"]["message"]
-    assert "I looked at 100 passages" in bare
+    decisions, _ = ask(fitted.gate, fastapi_index, [UNRELATED])
+    asked = decisions[0].message.splitlines()
+    # Given only the gate: worded from the 100 documents the store returned (their page and heading metadata).
+    bare = GatedRetriever(store=fitted.store, gate=fitted.path).decide(UNRELATED)["refusal"]["message"].splitlines()
+    pages = {document.metadata["page"] for document in fitted.store.store.similarity_search(UNRELATED, k=100)}
+    assert bare[0] == (
+        f"I searched the LangChain FAISS store: none of the 100 passages it returned (from {len(pages)} pages) "
+        f"answers “{UNRELATED}”."
+    )
+    assert bare[1:5] == asked[1:5]  # the same closest pages under the same heading paths
+    assert bare[5].startswith("Next step: ")  # its terms come from what was returned, not from the whole corpus
     # Given what the store holds (the chunks it was built from), the same refusal as `ragcal ask`'s.
     described = StoreGate(fitted.path, fitted.store, corpus=fastapi_index.chunks)
     message = GatedRetriever(store=fitted.store, gate=described).decide(UNRELATED)["refusal"]["message"]
-    decisions, _ = ask(fitted.gate, fastapi_index, [UNRELATED])
-    asked = decisions[0].message
-    assert message.splitlines()[1:] == asked.splitlines()[1:]  # the closest pages, their headings, the next step
+    assert message.splitlines()[1:] == asked[1:]  # the closest pages, their headings, the next step
     assert "passages from 153 pages" in message and "›" in message and "Related, but not an answer" in message
+
+
+def test_documents_that_name_no_page_give_a_refusal_that_names_their_ids(embeddings, small_chunks, tmp_path):
+    from langchain_core.documents import Document
+
+    store = InMemoryVectorStore(embeddings)
+    store.add_documents([Document(page_content=chunk.text) for chunk in small_chunks],
+                        ids=[f"doc-{n}" for n in range(len(small_chunks))])  # fmt: skip
+    bound = LangChainStore(store)
+    queries = load_queries(FASTAPI_QUERIES)
+    table, config, _ = score_store(queries, bound, k=10)
+    path = save_gate(tmp_path / "gate.json", fit_gate(table, "threshold", "keep@0.95", signal="dense_top1"),
+                     rule="keep@0.95", provenance=config)  # fmt: skip
+    message = GatedRetriever(store=bound, gate=path).decide(UNRELATED)["refusal"]["message"]
+    assert message.startswith("I looked at 10 passages (dense)") and "\n- doc-" in message

@@ -232,7 +232,7 @@ def test_the_postprocessor_decides_as_the_fitted_table_says(postprocessor, score
     assert postprocessor.depth == DEPTH
 
 
-def test_passed_nodes_are_marked_copies_and_a_refusal_passes_none(postprocessor, index, gate_file):
+def test_passed_nodes_are_marked_copies_and_a_refusal_passes_none(postprocessor, index, gate_file, chunks):
     retriever = index.as_retriever(similarity_top_k=postprocessor.depth)
     nodes = postprocessor.postprocess_nodes(retriever.retrieve(COVERED), query_str=COVERED)
     assert nodes and postprocessor.last_refusal is None
@@ -246,6 +246,11 @@ def test_passed_nodes_are_marked_copies_and_a_refusal_passes_none(postprocessor,
     refusal = postprocessor.last_refusal
     assert refusal["action"] == "refuse" and refusal["score"] < threshold
     assert UNRELATED in refusal["message"] and refusal["reasons"]
+    # Worded from the nodes the retriever returned: their count, pages and heading paths (nodes_from_chunks).
+    lines = refusal["message"].splitlines()
+    assert lines[0].startswith(f"I searched the {postprocessor.store.store_label} store: none of the {postprocessor.depth} passages")
+    headed = {f"{' › '.join(chunk.heading_path)} ({chunk.doc_path})" for chunk in chunks}
+    assert lines[1] == "Related, but not an answer:" and all(line[2:] in headed for line in lines[2:5])
 
 
 def test_a_query_engine_answers_a_refusal_with_the_gates_sentence(postprocessor, index):
