@@ -142,6 +142,7 @@ def _check_contents_record(recorded, path) -> None:
         and all(strings(documents) for documents in recorded["documents"])
         and isinstance(recorded.get("top"), list)
         and len(recorded["top"]) == len(questions)
+        and (recorded.get("count") is None or (isinstance(recorded["count"], int) and recorded["count"] >= 0))
     ):
         raise GateFileError(
             f"{path}: field 'provenance.store_contents' must hold questions, depth, documents and top as "
@@ -287,16 +288,26 @@ class StoreRetriever(ABC):
 
         Recorded in a gate's provenance (``store_contents``) by :func:`score_store`; :class:`StoreGate` asks the
         store in front of it the same questions and compares. Each document is ``sha256(chunk id, text)``, so a
-        store whose ids are its own (``0``, ``1``, ...) is still told apart by its texts.
+        store whose ids are its own (``0``, ``1``, ...) is still told apart by its texts. ``count`` is
+        :meth:`document_count` (None when the store does not say).
         """
         questions = [str(question) for question in questions]
         found = [self.hits(question, depth) for question in questions]
         return {
             "questions": questions,
+            "count": self.document_count(),
             "depth": int(depth),
             "documents": [[_document_hash(hit.chunk_id, self.text_of(hit.item)) for hit in hits] for hits in found],
             "top": [hits[0].chunk_id if hits else None for hits in found],
         }
+
+    def document_count(self) -> int | None:
+        """How many documents the store holds, when its framework says so through a public API; else None.
+
+        Recorded with the store's contents (``store_contents["count"]``);
+        each framework module reads what its stores offer.
+        """
+        return None
 
     def distance_advice(self) -> str:
         """What to do when the store returns distances (each framework module says it in its own terms)."""
@@ -521,7 +532,18 @@ class StoreGate:
         _check_contents_record(recorded, self.path)
         seen = self.retriever.contents_probe(recorded["questions"], depth=int(recorded["depth"]))
         overlap = contents_overlap(recorded, seen)
+        then, now = recorded.get("count"), seen.get("count")
+        resized = then is not None and now is not None and then != now
+        sizes = f"; it holds {now:,} documents, that store held {then:,}" if resized else ""
         if overlap >= SAME_CONTENTS:
+            if resized:
+                warnings.warn(
+                    f"{self.path}: {self.retriever.store_label} holds {now:,} documents, the store this gate was "
+                    f"fitted through held {then:,}; their top documents for its labeled questions agree "
+                    f"({overlap:.0%}), so the gate is used: score and fit it again once the store has settled",
+                    GateWarning,
+                    stacklevel=3,
+                )
             return overlap
         examples = "; ".join(
             f"{question!r:.60}: {before!r} then, {now!r} now"
@@ -530,8 +552,8 @@ class StoreGate:
         message = (
             f"{self.path}: {self.retriever.store_label} holds other contents than the store this gate was fitted "
             f"through: of the top {recorded['depth']} documents for {len(recorded['questions'])} of its labeled "
-            f"questions, {overlap:.0%} are the same (first documents: {examples}). A threshold fitted on one corpus "
-            "says nothing about another: score a labeled set through this store and fit the gate again"
+            f"questions, {overlap:.0%} are the same (first documents: {examples}){sizes}. A threshold fitted on one "
+            "corpus says nothing about another: score a labeled set through this store and fit the gate again"
         )
         if contents == "refuse":
             raise GateFileError(

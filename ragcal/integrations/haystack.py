@@ -263,6 +263,11 @@ class HaystackStore(StoreRetriever):
         own = None if document.id is None or GENERATED_ID.fullmatch(str(document.id)) else document.id
         return self.chunk_id_from(document.meta, own, document.content, field="meta")
 
+    def document_count(self) -> int | None:
+        """The retriever's document store's ``count_documents()`` (part of Haystack's DocumentStore protocol)."""
+        count = getattr(getattr(self.retriever, "document_store", None), "count_documents", None)
+        return int(count()) if callable(count) else None
+
     def hits(self, query: str, k: int) -> list[Hit]:
         options = {"top_k": int(k), **({"filters": self.filters} if self.filters else {})}
         if self.takes_embedding:

@@ -156,6 +156,7 @@ class LangChainStore(StoreRetriever):
                 f"{type(store).__name__}"
             )
         self.store = store
+        self.collection = collection
         self.scores = scores
         self.id_key = id_key
         self.search_kwargs = dict(search_kwargs or {})
@@ -185,6 +186,20 @@ class LangChainStore(StoreRetriever):
     def chunk_id(self, document) -> str:
         """The document's chunk id: ``metadata[id_key]``, else its ``id``."""
         return self.chunk_id_from(document.metadata, getattr(document, "id", None), document.page_content)
+
+    def document_count(self) -> int | None:
+        """How many documents the store holds, where LangChain's store says so; else None.
+
+        FAISS: its faiss index's ``ntotal``; Chroma: ``collection.count()``
+        (given ``collection=``); ``InMemoryVectorStore``: its ``store`` dict.
+        """
+        total = getattr(getattr(self.store, "index", None), "ntotal", None)
+        if isinstance(total, int):
+            return total
+        if self.collection is not None and callable(getattr(self.collection, "count", None)):
+            return int(self.collection.count())
+        held = getattr(self.store, "store", None)
+        return len(held) if isinstance(held, dict) else None
 
     def hits(self, query: str, k: int) -> list[Hit]:
         search = (

@@ -249,6 +249,16 @@ class LlamaIndexStore(StoreRetriever):
         node = node.node if isinstance(node, NodeWithScore) else node
         return self.chunk_id_from(node.metadata, node.node_id, node.get_content(), helper="nodes_from_chunks")
 
+    def document_count(self) -> int | None:
+        """How many nodes an index's docstore holds (``index.docstore.docs``); else None.
+
+        None for a retriever (LlamaIndex keeps its index private) and for an
+        empty docstore (a vector store that keeps the texts itself).
+        """
+        docstore = getattr(self.index, "docstore", None)
+        docs = getattr(docstore, "docs", None)
+        return len(docs) if isinstance(docs, dict) and docs else None
+
     def hits(self, query: str, k: int) -> list[Hit]:
         retriever = self.retriever
         if retriever is None:

@@ -95,6 +95,12 @@ def fitted(adapter, queries, tmp_path_factory):
     return path, gate, table
 
 
+def test_the_stores_contents_are_recorded_with_its_document_count(fitted, adapter, chunks):
+    path, _, _ = fitted
+    recorded = json.loads(path.read_text())["provenance"]["store_contents"]
+    assert recorded["count"] == adapter.document_count() == len(chunks)  # the store's count_documents()
+
+
 def test_embedders_give_ragcal_vectors_with_haystack_inputs_and_outputs(chunks, text_embedder):
     ragcal_embedder = load_embedder()
     question = "How do I allow requests from my React app on another port?"

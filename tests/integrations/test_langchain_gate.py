@@ -315,6 +315,9 @@ def test_a_chroma_store_says_its_space_or_is_refused(small_chunks, embeddings, q
     # The collection's public configuration says its space; a metric that contradicts it is refused.
     assert LangChainStore(cosine, scores="relevance", collection=cosine_collection).score_scale.endswith("(cosine)")
     assert LangChainStore(l2, scores="relevance", collection=l2_collection).score_scale.endswith("(l2)")
+    # The collection also says how many documents it holds (recorded with the store's contents).
+    assert LangChainStore(l2, scores="relevance", collection=l2_collection).document_count() == len(small_chunks)
+    assert LangChainStore(l2, scores="relevance", metric="l2").document_count() is None  # Chroma alone does not say
     with pytest.raises(ValueError, match="metric='cosine', but the Chroma collection's space is 'l2'"):
         LangChainStore(l2, scores="relevance", metric="cosine", collection=l2_collection)
     with pytest.raises(ValueError, match="'angular' is none of cosine, l2, ip"):
@@ -349,7 +352,8 @@ def test_a_gate_in_front_of_a_store_with_other_contents_is_refused_or_warns(fitt
         embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
     )  # fmt: skip
     with pytest.raises(GateFileError, match=r"holds other contents than the store this gate was fitted through: .* 0% "
-                                            r"are the same .*contents='warn'"):  # fmt: skip
+                                            r"are the same .*; it holds 20 documents, that store held 2,282\. "
+                                            r".*contents='warn'"):  # fmt: skip
         GatedRetriever(store=LangChainStore(cooking), gate=fitted.path)
     # The documented switch: bind the gate with contents="warn", and it decides (and says why it is unsure).
     with pytest.warns(GateWarning, match="holds other contents"):
@@ -360,10 +364,31 @@ def test_a_gate_in_front_of_a_store_with_other_contents_is_refused_or_warns(fitt
     # The very store it was fitted through: every probe finds the same documents.
     assert StoreGate(fitted.path, fitted.store).contents_overlap == 1.0
     recorded = fitted.config["store_contents"]
-    assert len(recorded["questions"]) == 8 and recorded["depth"] == 5
+    assert len(recorded["questions"]) == 8 and recorded["depth"] == 5 and recorded["count"] == 2282
     assert all(len(documents) == 5 for documents in recorded["documents"])
     with pytest.raises(ValueError, match="'contents' parameter of StoreGate must be one of 'refuse', 'warn'"):
         StoreGate(fitted.path, fitted.store, contents="ignore")
+
+
+def test_a_store_that_grew_keeps_its_gate_and_says_how_much_it_grew(fitted, fastapi_index, embeddings):
+    from langchain_core.documents import Document
+
+    from ragcal.gates.files import GateWarning
+
+    # The same documents and three cooking notes: the probes find the same top documents, the count differs.
+    grown = FAISS.from_documents(
+        documents_from_chunks(fastapi_index.chunks)
+        + [Document(page_content=text, id=f"note{n}") for n, text in enumerate(COOKING[:3])],
+        embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+    )  # fmt: skip
+    with pytest.warns(GateWarning, match=r"holds 2,285 documents, the store this gate was fitted through held 2,282; "
+                                         r"their top documents .* agree \(93%\), so the gate is used"):  # fmt: skip
+        bound = StoreGate(fitted.path, LangChainStore(grown))
+    assert bound.contents_overlap == pytest.approx(0.93, abs=0.005)  # a note reaches an unrelated probe's top 5
+    # In memory: the store's own dict is its count.
+    memory = InMemoryVectorStore(embeddings)
+    memory.add_documents([Document(page_content=text) for text in COOKING[:3]])
+    assert LangChainStore(memory).document_count() == 3
 
 
 def test_a_gate_file_without_a_contents_record_warns_that_it_cannot_check(fitted, tmp_path):
@@ -377,7 +402,8 @@ def test_a_gate_file_without_a_contents_record_warns_that_it_cannot_check(fitted
         assert StoreGate(old, fitted.store).contents_overlap is None
     # A record edited by hand: one line that names the file and the field.
     for broken in ({"questions": "q"}, {**fitted.config["store_contents"], "documents": [[1]] * 8},
-                   {**fitted.config["store_contents"], "depth": 0}):  # fmt: skip
+                   {**fitted.config["store_contents"], "depth": 0},
+                   {**fitted.config["store_contents"], "count": "many"}):  # fmt: skip
         document["provenance"]["store_contents"] = broken
         old.write_text(json.dumps(document))
         with pytest.raises(GateFileError, match=r"old_gate\.json: field 'provenance.store_contents' must hold"):

@@ -114,6 +114,12 @@ def cosine(left, right) -> float:
 # ------------------------------------------------------------------ embeddings and nodes
 
 
+def test_the_stores_contents_are_recorded_with_its_node_count(scored, store, index, chunks):
+    _, config, _ = scored
+    assert config["store_contents"]["count"] == store.document_count() == len(chunks)
+    assert LlamaIndexStore(index.as_retriever(similarity_top_k=5)).document_count() is None  # its index is private
+
+
 def test_the_embedding_gives_ragcals_own_vectors_sync_and_async(embed_model, chunks):
     texts = [chunk.text for chunk in chunks[:5]]
     own = Embedder().encode(texts)
