@@ -44,6 +44,9 @@ myst_enable_extensions = ["colon_fence", "dollarmath"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 autodoc_default_options = {"members": True, "show-inheritance": False}
+# Sphinx 9's new autodoc re-reads third-party sources and writes string annotations back onto pydantic models,
+# which breaks importing llama_index (sphinx-doc/sphinx#14337); the class-based implementation does not.
+autodoc_use_legacy_class_based = True
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False

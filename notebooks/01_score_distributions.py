@@ -53,12 +53,15 @@ distribution = ScoreDistributionDisplay.from_score_table(table, signal, rules=("
 distribution.thresholds
 
 # %%
-with figure_style():  # 7.4 in wide: the documentation site shows it at about its own size
-    figure, axes = plt.subplot_mosaic([["hist", "ecdf"], ["strip", "strip"]], figsize=(7.4, 6.0), layout="constrained")
+# 7.4 in wide: the documentation site shows it at about its own size
+panels = [["hist", "ecdf"], ["strip", "strip"]]
+with figure_style():
+    figure, axes = plt.subplot_mosaic(panels, figsize=(7.4, 6.0), layout="constrained")
 distribution.plot(ax=axes["hist"], kind="hist", legend=False)
 distribution.plot(ax=axes["ecdf"], kind="ecdf", legend=False)
 distribution.plot(ax=axes["strip"], kind="strip")
-for name, title in {"hist": "histogram", "ecdf": "cumulative share", "strip": "every question"}.items():
+titles = {"hist": "histogram", "ecdf": "cumulative share", "strip": "every question"}
+for name, title in titles.items():
     axes[name].set_title(title, loc="left")
 save_figure(figure, f"{figures_dir}/score_distributions");
 

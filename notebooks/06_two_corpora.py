@@ -123,10 +123,9 @@ cross_thresholds.pivot_table(index=["corpus", "rule"], columns="model", values="
 
 # %%
 rule = "keep@0.95"
-with figure_style():  # one panel per row, 7.4 in wide: the documentation site shows it at about its own size
-    figure, axes = plt.subplots(
-        len(corpora) * len(models), 1, figsize=(7.4, 2.5 * len(corpora) * len(models)), layout="constrained", squeeze=False
-    )
+rows = len(corpora) * len(models)  # one panel per row, 7.4 in wide: legible at the site's width
+with figure_style():
+    figure, axes = plt.subplots(rows, 1, figsize=(7.4, 2.5 * rows), layout="constrained", squeeze=False)
 for position, corpus in enumerate(corpora):
     fitted = cross_thresholds[(cross_thresholds["corpus"] == corpus) & (cross_thresholds["rule"] == rule)]
     fitted = fitted.set_index("model")["threshold"]

@@ -83,10 +83,9 @@ ranked.loc[summaries[corpora[0]].drop_duplicates("name")["name"]].head(10)
 # signal's threshold would.
 
 # %%
-with figure_style():  # one corpus per row, 7.6 in wide: the documentation site shows it at about its own size
-    figure, axes = plt.subplots(
-        len(corpora), 1, figsize=(7.6, 4.0 * len(corpora)), layout="constrained", sharex=True, squeeze=False
-    )
+size = (7.6, 4.0 * len(corpora))  # one corpus per row, 7.6 in wide: legible at the site's width
+with figure_style():
+    figure, axes = plt.subplots(len(corpora), 1, figsize=size, layout="constrained", sharex=True, squeeze=False)
 displays = {}
 for ax, corpus in zip(axes[:, 0], corpora):
     displays[corpus] = RiskCoverageDisplay.from_results(

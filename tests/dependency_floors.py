@@ -9,10 +9,10 @@ constrained to it, so nothing pulls in another (multi-GB CUDA) build. The floors
 dependencies float (whatever pip resolves for those pins). Then, from a folder outside the checkout, with the
 Hugging Face Hub offline:
 
-1. every ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each. A snippet that needs the reader's own
-   things (a name an earlier snippet or the reader defines, or a path or URL of theirs: a string literal with a
-   ``/`` or a ``.csv``/``.json``/``.md`` name) cannot run as it stands; its imports are run instead, so every name
-   it uses must still exist;
+1. every ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each.
+   A snippet that needs the reader's own things (a name an earlier snippet or the reader defines, or a path or URL
+   of theirs: a string literal with a ``/`` or a ``.csv``/``.json``/``.md`` name) cannot run as it stands; its
+   imports are run instead (all such snippets' imports in one process), so every name it uses must still exist;
 2. ``ragcal score`` on a three-page Markdown corpus and twelve labeled questions, ``ragcal calibrate`` on the
    table, ``ragcal fit-gate`` of a threshold gate and of a learned gate, and ``ragcal ask --json`` with each gate:
    an answerable question must be answered and an unrelated one refused; then ``ragcal train-judge`` from a tiny
@@ -184,6 +184,33 @@ def retrieved(question):
 answered["haystack"] = [gate.run(query=question, documents=retrieved(question))["refusal"] is None for question in asked]
 
 print(json.dumps(answered))
+"""
+#: Runs each block's imports (``blocks``: ``(where, code)`` pairs) in one process; prints the failures as JSON.
+IMPORTS_SCRIPT = """\
+import json, traceback
+failed = []
+for where, block in {blocks!r}:
+    try:
+        exec(compile(block, where, "exec"), {{}})
+    except Exception:
+        failed.append((where, traceback.format_exc(limit=1)))
+print(json.dumps(failed))
+"""
+#: Runs ``ragcal`` commands (a JSON list of argument lists, argv[1]) in one process and prints, after
+#: :data:`ENGINE_MARKER`, each one's exit code and standard output.
+ENGINE_MARKER = "=== ragcal commands ==="
+ENGINE_SCRIPT = f"""\
+import contextlib, io, json, sys
+
+from ragcal.cli import main
+
+outputs = []
+for arguments in json.loads(sys.argv[1]):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(arguments)
+    outputs.append({{"code": code, "stdout": printed.getvalue()}})
+print({ENGINE_MARKER!r} + json.dumps(outputs))
 """
 ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
 UNRELATED_QUESTION = "What is the capital of Mongolia?"
@@ -396,6 +423,7 @@ class Job:
         """The snippets of the README and docs/*.md that import no framework (``frameworks=False``), or those that do."""
         if not frameworks:  # seeded once, first: a second copy would drop what the steps between embedded
             seed_embedding_cache(self.cache)
+        imports = []
         for number, snippet in enumerate(snippets("python"), start=1):
             if imports_a_framework(snippet.code) != frameworks:
                 continue
@@ -406,14 +434,18 @@ class Job:
             reasons = needs_the_readers_things(snippet.code)
             if reasons:
                 self.say(f"snippet {snippet.where}: imports only; it needs {', '.join(reasons)}")
-                code = imports_of(snippet.code)
-            else:
-                self.say(f"snippet {snippet.where}: runs as written")
-                code = snippet.code
+                imports.append((snippet.where, imports_of(snippet.code)))
+                continue
+            self.say(f"snippet {snippet.where}: runs as written")
             try:
-                self.python_in_work(code, self.work / f"snippet{number}")
+                self.python_in_work(snippet.code, self.work / f"snippet{number}")
             except JobFailed as failure:
                 raise JobFailed(f"snippet {snippet.where}:\n{snippet.code}\n{failure}") from None
+        # The imports, each block's on its own, in one process: a fresh interpreter per block costs seconds each.
+        printed = self.python_in_work(IMPORTS_SCRIPT.format(blocks=imports), self.work / "imports").stdout
+        failed = json.loads(printed.strip().splitlines()[-1])
+        if failed:
+            raise JobFailed("imports of snippets failed:\n" + "\n".join(f"{where}: {error}" for where, error in failed))
 
     def cli_pipeline(self) -> None:
         self.say("ragcal score -> calibrate -> fit-gate (threshold, learned) -> ask, on a three-page corpus")
@@ -442,23 +474,34 @@ class Job:
             if actions != ["answer", "refuse"]:
                 raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
         self.judge_pipeline(folder, command)
-        self.log_engines(folder, command, "duckdb")
+        self.log_engines(folder, "duckdb")
 
-    def log_engines(self, folder: Path, command, engine: str) -> None:
-        """``calibrate`` and ``monitor`` through ``engine``: the pandas path's threshold, a report, no error."""
+    def log_engines(self, folder: Path, engine: str) -> None:
+        """``calibrate`` and ``monitor`` through ``engine``: the pandas path's threshold, a report, no error.
+
+        The commands run in one process (:data:`ENGINE_SCRIPT`), as ``ragcal`` would run them one by one: Spark
+        starts its JVM once instead of once per command (about 20 s each).
+        """
         self.say(f"ragcal calibrate / monitor / review --engine {engine} on the score table")
-        expected = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", "pandas").stdout
-        printed = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", engine).stdout
-        lines = [line for line in expected.splitlines() if "answer when" in line]
-        if not lines or lines != [line for line in printed.splitlines() if "answer when" in line]:
-            raise JobFailed(f"calibrate --engine {engine} printed another threshold:\n{printed}\nexpected:\n{expected}")
-        ragcal = [self.python, "-m", "ragcal"]
-        monitored = run([*ragcal, "monitor", "scores.csv", "--gate", "threshold.json", "--calibration", "scores.csv",
-                         "--engine", engine, "--json"], cwd=folder, env=self.env, timeout=900, check=False)
-        if monitored.returncode not in (0, 1) or "shift_detected" not in monitored.stdout:
-            raise JobFailed(f"monitor --engine {engine} exited {monitored.returncode}:\n{monitored.stderr[-2000:]}")
-        command("review", "scores.csv", "--gate", "threshold.json", "--out", f"review-{engine}.csv", "--size", "6",
-                "--corpus", "corpus", "--engine", engine)
+        commands = [
+            ["calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", "pandas"],
+            ["calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", engine],
+            ["monitor", "scores.csv", "--gate", "threshold.json", "--calibration", "scores.csv", "--engine", engine,
+             "--json"],
+            ["review", "scores.csv", "--gate", "threshold.json", "--out", f"review-{engine}.csv", "--size", "6",
+             "--corpus", "corpus", "--engine", engine],
+        ]  # fmt: skip
+        printed = run([self.python, "-c", ENGINE_SCRIPT, json.dumps(commands)], cwd=folder, env=self.env, timeout=900)
+        outputs = json.loads(printed.stdout.split(ENGINE_MARKER)[-1])
+        (expected, calibrated, monitored, reviewed) = outputs
+        if calibrated["code"] != 0 or reviewed["code"] != 0 or expected["code"] != 0:
+            raise JobFailed(f"calibrate or review --engine {engine} failed:\n{outputs}\n{printed.stderr[-3000:]}")
+        lines = [line for line in expected["stdout"].splitlines() if "answer when" in line]
+        if not lines or lines != [line for line in calibrated["stdout"].splitlines() if "answer when" in line]:
+            raise JobFailed(f"calibrate --engine {engine} printed another threshold:\n{calibrated['stdout']}\n"
+                            f"expected:\n{expected['stdout']}")  # fmt: skip
+        if monitored["code"] not in (0, 1) or "shift_detected" not in monitored["stdout"]:
+            raise JobFailed(f"monitor --engine {engine} exited {monitored['code']}:\n{printed.stderr[-2000:]}")
         if len((folder / f"review-{engine}.csv").read_text(encoding="utf-8").splitlines()) < 2:
             raise JobFailed(f"review --engine {engine} wrote no sample")
 
@@ -518,8 +561,7 @@ def main(argv=None) -> int:
         job.readme_snippets(frameworks=True)
         job.framework_gates()
         job.install_spark_extra()
-        job.log_engines(job.work / "cli", lambda *arguments: run([job.python, "-m", "ragcal", *arguments],
-                        cwd=job.work / "cli", env=job.env, timeout=900), "spark")
+        job.log_engines(job.work / "cli", "spark")
     except JobFailed as failure:
         job.say(f"FAILED: {failure}")
         return 1

@@ -8,6 +8,8 @@ One module per framework, each an optional extra whose import error names it:
 
 :mod:`ragcal.integrations.common` holds what they share and imports no
 framework: importing this package (or ``ragcal``) loads none of them.
+:mod:`ragcal.integrations.contents` is how a gate recognises its store's
+contents, and what a refusal may name of the documents a store returned.
 """
 
-__all__ = ["common", "langchain", "llamaindex", "haystack"]
+__all__ = ["common", "contents", "langchain", "llamaindex", "haystack"]

@@ -32,6 +32,16 @@ from pathlib import Path
 import numpy as np
 
 from ..retrieval.base import RetrievalResult
+from .contents import (
+    CONTENTS_CHECKS,
+    PROBE_DEPTH,
+    SAME_CONTENTS,
+    check_contents_record,
+    contents_overlap,
+    document_hash,
+    passage_of,
+    probe_questions,
+)
 
 __all__ = [
     "EXTRAS",
@@ -47,10 +57,6 @@ __all__ = [
     "store_score_log",
     "load_factory",
     "store_retriever",
-    "probe_questions",
-    "contents_overlap",
-    "metadata_of",
-    "passage_of",
 ]
 
 #: Optional extra -> (what it installs, the modules an integration imports).
@@ -91,101 +97,6 @@ class Hit:
     chunk_id: str
     score: float | None
     item: object = field(default=None, repr=False, compare=False)
-
-
-#: Questions of the labeled set a gate's provenance keeps to recognise its store, and documents per question.
-PROBE_QUESTIONS = 8
-PROBE_DEPTH = 5
-#: Below this share of the same documents (mean Jaccard over the probe questions), the store holds other contents.
-SAME_CONTENTS = 0.5
-#: What :class:`StoreGate` does in front of a store with other contents: refuse (the default), or warn and go on.
-CONTENTS_CHECKS = ("refuse", "warn")
-
-
-def _document_hash(chunk_id, text) -> str:
-    import hashlib
-
-    return hashlib.sha256(f"{chunk_id}\0{text}".encode()).hexdigest()[:16]
-
-
-def probe_questions(questions, n: int = PROBE_QUESTIONS) -> list[str]:
-    """``n`` questions spread evenly over ``questions`` (all of them when fewer), in order: the store's probes."""
-    questions = [str(question) for question in questions]
-    if len(questions) <= n:
-        return questions
-    return [questions[int(position)] for position in np.linspace(0, len(questions) - 1, n).round()]
-
-
-def contents_overlap(recorded: dict, seen: dict) -> float:
-    """Mean Jaccard overlap of the documents each probe question found then (``recorded``) and now (``seen``)."""
-    shares = []
-    for before, now in zip(recorded["documents"], seen["documents"]):
-        before, now = set(before), set(now)
-        shares.append(len(before & now) / len(before | now) if before | now else 1.0)
-    return float(np.mean(shares)) if shares else 1.0
-
-
-def _check_contents_record(recorded, path) -> None:
-    """A gate file's ``store_contents`` as :meth:`StoreRetriever.contents_probe` writes it, else GateFileError."""
-    from ..gates.files import GateFileError
-
-    def strings(value) -> bool:
-        return isinstance(value, list) and all(isinstance(item, str) for item in value)
-
-    questions = recorded.get("questions") if isinstance(recorded, dict) else None
-    if not (
-        strings(questions)
-        and isinstance(recorded.get("depth"), int)
-        and recorded["depth"] >= 1
-        and isinstance(recorded.get("documents"), list)
-        and len(recorded["documents"]) == len(questions)
-        and all(strings(documents) for documents in recorded["documents"])
-        and isinstance(recorded.get("top"), list)
-        and len(recorded["top"]) == len(questions)
-        and (recorded.get("count") is None or (isinstance(recorded["count"], int) and recorded["count"] >= 0))
-    ):
-        raise GateFileError(
-            f"{path}: field 'provenance.store_contents' must hold questions, depth, documents and top as "
-            "score_store writes them; score the labeled set through the store and fit the gate again"
-        )
-
-
-#: Metadata keys a document's page is read from, first found first (``documents_from_chunks`` writes ``page``).
-PAGE_KEYS = ("page", "source", "file_path")
-#: Metadata key of a document's heading path: a list, or one string split at " > " (as ``documents_from_chunks``).
-HEADING_KEY = "heading"
-
-
-def metadata_of(item) -> dict:
-    """A framework document's metadata: LangChain's and LlamaIndex's ``metadata``, Haystack's ``meta``."""
-    for attribute in ("metadata", "meta"):
-        value = getattr(item, attribute, None)
-        if isinstance(value, dict):
-            return value
-    return {}
-
-
-def passage_of(hit: Hit, text: str = ""):
-    """What a refusal may name of one document a store returned: a :class:`~ragcal.retrieval.views.Passage`.
-
-    Its page is the first of :data:`PAGE_KEYS` in the document's metadata,
-    else the chunk id's part before ``#``; its heading path is
-    ``metadata["heading"]``. None when the document records neither a page
-    nor a heading and its id names no page: a refusal can then only name the id.
-    """
-    from ..chunking import page_of
-    from ..retrieval.views import Passage
-
-    metadata = metadata_of(hit.item)
-    page = next((str(metadata[key]) for key in PAGE_KEYS if metadata.get(key)), None)
-    heading = metadata.get(HEADING_KEY) or ()
-    if isinstance(heading, str):
-        heading = tuple(part.strip() for part in heading.split(" > ") if part.strip())
-    heading = tuple(str(part) for part in heading)
-    if page is None and not heading and "#" not in hit.chunk_id:
-        return None
-    owner = metadata.get("owner")
-    return Passage(hit.chunk_id, page or page_of(hit.chunk_id), heading, text, str(owner) if owner else None)
 
 
 def _score(value) -> float:
@@ -297,7 +208,7 @@ class StoreRetriever(ABC):
             "questions": questions,
             "count": self.document_count(),
             "depth": int(depth),
-            "documents": [[_document_hash(hit.chunk_id, self.text_of(hit.item)) for hit in hits] for hits in found],
+            "documents": [[document_hash(hit.chunk_id, self.text_of(hit.item)) for hit in hits] for hits in found],
             "top": [hits[0].chunk_id if hits else None for hits in found],
         }
 
@@ -529,7 +440,7 @@ class StoreGate:
                 stacklevel=3,
             )
             return None
-        _check_contents_record(recorded, self.path)
+        check_contents_record(recorded, self.path)
         seen = self.retriever.contents_probe(recorded["questions"], depth=int(recorded["depth"]))
         overlap = contents_overlap(recorded, seen)
         then, now = recorded.get("count"), seen.get("count")

@@ -298,6 +298,8 @@ class GatedRetriever(BaseRetriever):
         How many documents the store returns for the gate to look at; the
         gate's own ``store_depth`` (what its table was scored with) when None.
 
+    Notes
+    -----
     Each returned document's metadata gains ``score`` (the store's),
     ``ragcal_action`` (answer or hedge) and, when hedging, ``ragcal_message``.
     """

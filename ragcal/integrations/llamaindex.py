@@ -315,6 +315,8 @@ class GatePostprocessor(BaseNodePostprocessor):
         ``SimpleSummarize``, ``Accumulate`` and ``Generation`` do not pass it
         on, and answer a refusal with "Empty Response" and no source nodes.
 
+    Notes
+    -----
     Each node passed on is a copy with ``ragcal_action`` (answer or hedge)
     and, when hedging, ``ragcal_message`` in its metadata (kept out of the
     LLM's prompt), in the gate's order; its score is the store's.

@@ -123,7 +123,7 @@ class CorpusDescription:
         ----------
         passages : sequence of Passage
             In the store's order, each with its page and heading path as the
-            store's documents record them (:func:`ragcal.integrations.common.passage_of`).
+            store's documents record them (:func:`ragcal.integrations.contents.passage_of`).
         name : str
             How the refusal names what was searched, e.g. ``"the LangChain FAISS store"``.
 
