@@ -37,6 +37,7 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ragcal`` argument parser: one subcommand per command of the groups listed above."""
     from ..study import commands as study_commands
 
     parser = argparse.ArgumentParser(prog="ragcal", description="Calibrate when a RAG system should abstain.")
@@ -52,6 +53,11 @@ PINNED_COMMANDS = ("reproduce", "golden")
 
 
 def main(argv=None) -> int:
+    """Run one ``ragcal`` command (``argv``: its words, ``sys.argv[1:]`` when None) and return its exit code.
+
+    A ``ValueError`` or ``OSError`` (a bad file, option or value) is printed as one line naming the problem, and
+    the exit code is 2.
+    """
     args = build_parser().parse_args(argv)
     if args.command in PINNED_COMMANDS:
         from ..numerics import reexec_pinned

@@ -83,6 +83,36 @@ def test_the_site_has_every_section_and_an_api_page_per_package(site):
     assert "Parameters" in gates and "Returns" in gates
 
 
+def test_every_public_name_is_documented_in_the_api_reference(site):
+    """Each class and function in the ``__all__`` of ``ragcal``, its packages and integrations has an entry."""
+    import importlib
+    import importlib.util
+    import inspect
+
+    import ragcal
+
+    documented = set()
+    for page in (site / "docs/api").glob("*.html"):
+        documented |= {identifier for identifier in parsed(page).ids if identifier.startswith("ragcal.")}
+    assert documented
+    names = {name.rsplit(".", 1)[-1] for name in documented}
+    packages = ["ragcal", *(f"ragcal.{path.parent.name}" for path in (REPOSITORY / "ragcal").glob("*/__init__.py")
+                            if not path.parent.name.startswith("_") and path.parent.name != "study")]  # fmt: skip
+    modules = [*packages, *(f"ragcal.integrations.{name}" for name in ("common", "contents", "langchain",
+                                                                       "llamaindex", "haystack"))]  # fmt: skip
+    missing = []
+    for module_name in modules:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            if importlib.util.find_spec(f"{module_name}.{name}") if hasattr(module, "__path__") else False:
+                continue  # a package's submodule: its names are checked as its own
+            if not (inspect.isclass(getattr(module, name)) or inspect.isfunction(getattr(module, name))):
+                continue  # constants are documented where a `#:` comment says what they hold
+            if name not in names:
+                missing.append(f"{module_name}.{name}")
+    assert missing == [], f"public names with no entry in the API reference: {missing}"
+
+
 def test_every_internal_link_anchor_and_image_resolves(site):
     broken = []
     for page in sorted(site.rglob("*.html")):
