@@ -119,7 +119,9 @@ def _next_step(closest, query, corpus) -> str:
 
 def hedge_message(passages, *, query: str | None = None, corpus: CorpusDescription | None = None) -> str:
     """The caveat that goes with a hedged answer: which pages it rests on, and that they may fall short."""
-    pages = list(dict.fromkeys(pages_of(chunk_id for chunk_id, _ in passages)))[:_N_CLOSEST]
+    chunk_ids = [chunk_id for chunk_id, _ in passages]
+    pages = list(dict.fromkeys(map(corpus.page, chunk_ids) if corpus is not None else pages_of(chunk_ids)))
+    pages = pages[:_N_CLOSEST]
     where = f" in {corpus.name}" if corpus is not None else ""
     listed = "; ".join(pages) if pages else "no page"
     return (

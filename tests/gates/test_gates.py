@@ -425,6 +425,16 @@ def test_a_refusal_from_what_a_store_returned_counts_what_it_returned_not_the_co
     assert "ask Garden club, who owns garden/roses.md" in ThresholdGate("dense_top1", 0.5).decide(closest).message
 
 
+def test_a_hedge_names_the_pages_a_store_recorded_not_its_ids():
+    from ragcal.gates.refusal import hedge_message
+
+    description = returned(("u1", "pets/cats.md", ("Pets", "Cats"), "Cats sleep."),
+                           ("u2", "garden/roses.md", ("Garden",), "Prune roses."))  # fmt: skip
+    message = hedge_message([("u2", 0.5), ("u1", 0.4)], corpus=description)
+    assert "in the notes store, in garden/roses.md; pets/cats.md." in message
+    assert "in u2; u1." in hedge_message([("u2", 0.5), ("u1", 0.4)])  # without one, the ids are all it has
+
+
 def test_a_store_that_returned_nothing_is_described_by_nothing():
     description = CorpusDescription.from_passages([], name="the notes store")
     assert (description.n_passages, description.n_pages, description.topics, description.idf) == (0, 0, (), {})
