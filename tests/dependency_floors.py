@@ -460,26 +460,45 @@ class Job:
             return run([*ragcal, *arguments], cwd=folder, env=self.env, timeout=900)
 
         command("score", "queries.csv", "--corpus", "corpus", "--out", "scores.csv", "--runs", "runs")
-        # The score table read back through pyarrow, a rule fitted and held out.
-        printed = command("calibrate", "scores.csv", "--rule", "keep@0.95", "--heldout", "20").stdout
+        # The score table read back through pyarrow, a rule fitted and held out; each gate fitted, then asked.
+        kinds = ("threshold", "learned")
+        outputs = self.ragcal_commands(folder, [
+            ["calibrate", "scores.csv", "--rule", "keep@0.95", "--heldout", "20"],
+            *(command for kind in kinds for command in (
+                ["fit-gate", "scores.csv", "--gate", kind, "--out", f"{kind}.json"],
+                ["ask", "--gate", f"{kind}.json", "--json", ANSWERABLE_QUESTION, UNRELATED_QUESTION])),
+        ])  # fmt: skip
+        printed = outputs[0]["stdout"]
         if "keep@0.95: answer when dense_top1 >=" not in printed:
             raise JobFailed(f"ragcal calibrate printed no threshold:\n{printed}")
-        for kind in ("threshold", "learned"):
-            command("fit-gate", "scores.csv", "--gate", kind, "--out", f"{kind}.json")
+        for kind, asked in zip(kinds, outputs[2::2]):
             gate = json.loads((folder / f"{kind}.json").read_text())
-            printed = command("ask", "--gate", f"{kind}.json", "--json", ANSWERABLE_QUESTION, UNRELATED_QUESTION)
-            decisions = [json.loads(line) for line in printed.stdout.splitlines() if line.startswith("{")]
+            decisions = [json.loads(line) for line in asked["stdout"].splitlines() if line.startswith("{")]
             actions = [decision["action"] for decision in decisions]
             self.say(f"    {gate['gate']['type']} gate: {actions} on the answerable and the unrelated question")
             if actions != ["answer", "refuse"]:
-                raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{printed.stdout}")
-        self.judge_pipeline(folder, command)
+                raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{asked['stdout']}")
+        self.judge_pipeline(folder)
         self.log_engines(folder, "duckdb")
+
+    def ragcal_commands(self, folder: Path, commands) -> list[dict]:
+        """``ragcal`` commands run one after another in one process (:data:`ENGINE_SCRIPT`): exit code and output.
+
+        A fresh interpreter per command spent seconds importing torch each time; ``score`` runs as a process of
+        its own (``python -m ragcal``) before them. A command that exits non-zero fails the job, with its output.
+        """
+        printed = run([self.python, "-c", ENGINE_SCRIPT, json.dumps(commands)], cwd=folder, env=self.env, timeout=900)
+        outputs = json.loads(printed.stdout.split(ENGINE_MARKER)[-1])
+        for arguments, output in zip(commands, outputs):
+            if output["code"] != 0 and not (arguments[0] == "monitor" and output["code"] == 1):  # 1: a shift
+                raise JobFailed(f"ragcal {' '.join(arguments)} exited {output['code']}:\n{output['stdout'][-2000:]}"
+                                f"\n{printed.stderr[-3000:]}")  # fmt: skip
+        return outputs
 
     def log_engines(self, folder: Path, engine: str) -> None:
         """``calibrate`` and ``monitor`` through ``engine``: the pandas path's threshold, a report, no error.
 
-        The commands run in one process (:data:`ENGINE_SCRIPT`), as ``ragcal`` would run them one by one: Spark
+        The commands run in one process (:meth:`ragcal_commands`), as ``ragcal`` would run them one by one: Spark
         starts its JVM once instead of once per command (about 20 s each).
         """
         self.say(f"ragcal calibrate / monitor / review --engine {engine} on the score table")
@@ -491,17 +510,13 @@ class Job:
             ["review", "scores.csv", "--gate", "threshold.json", "--out", f"review-{engine}.csv", "--size", "6",
              "--corpus", "corpus", "--engine", engine],
         ]  # fmt: skip
-        printed = run([self.python, "-c", ENGINE_SCRIPT, json.dumps(commands)], cwd=folder, env=self.env, timeout=900)
-        outputs = json.loads(printed.stdout.split(ENGINE_MARKER)[-1])
-        (expected, calibrated, monitored, reviewed) = outputs
-        if calibrated["code"] != 0 or reviewed["code"] != 0 or expected["code"] != 0:
-            raise JobFailed(f"calibrate or review --engine {engine} failed:\n{outputs}\n{printed.stderr[-3000:]}")
+        expected, calibrated, monitored, _ = self.ragcal_commands(folder, commands)
         lines = [line for line in expected["stdout"].splitlines() if "answer when" in line]
         if not lines or lines != [line for line in calibrated["stdout"].splitlines() if "answer when" in line]:
             raise JobFailed(f"calibrate --engine {engine} printed another threshold:\n{calibrated['stdout']}\n"
                             f"expected:\n{expected['stdout']}")  # fmt: skip
         if monitored["code"] not in (0, 1) or "shift_detected" not in monitored["stdout"]:
-            raise JobFailed(f"monitor --engine {engine} exited {monitored['code']}:\n{printed.stderr[-2000:]}")
+            raise JobFailed(f"monitor --engine {engine} exited {monitored['code']}:\n{monitored['stdout'][-2000:]}")
         if len((folder / f"review-{engine}.csv").read_text(encoding="utf-8").splitlines()) < 2:
             raise JobFailed(f"review --engine {engine} wrote no sample")
 
@@ -524,7 +539,7 @@ class Job:
         if wrong or set(answered) != set(FRAMEWORK_EXTRAS):
             raise JobFailed(f"framework gates decided {answered}; expected [True, False] for each of {FRAMEWORK_EXTRAS}")
 
-    def judge_pipeline(self, folder: Path, command) -> None:
+    def judge_pipeline(self, folder: Path) -> None:
         """``train-judge`` from a tiny cross-encoder on half the questions, ``score --judge`` on the other half."""
         self.say("ragcal train-judge -> score --judge, from a tiny cross-encoder")
         rows = textwrap.dedent(QUERIES).splitlines()
@@ -534,9 +549,11 @@ class Job:
         self.python_in_work(
             "from ragcal.retrieval.rerank import build_tiny_cross_encoder; build_tiny_cross_encoder('tiny')", folder
         )
-        command("train-judge", "train.csv", "--corpus", "corpus", "--out", "judge", "--base-model", "tiny",
-                "--epochs", "1", "--batch-size", "4")
-        command("score", "test.csv", "--corpus", "corpus", "--out", "judged.csv", "--judge", "judge")
+        self.ragcal_commands(folder, [
+            ["train-judge", "train.csv", "--corpus", "corpus", "--out", "judge", "--base-model", "tiny", "--epochs", "1",
+             "--batch-size", "4"],
+            ["score", "test.csv", "--corpus", "corpus", "--out", "judged.csv", "--judge", "judge"],
+        ])  # fmt: skip
         with open(folder / "judged.csv", encoding="utf-8") as handle:
             table = list(csv.DictReader(handle))
         values = [float(row["judge_top1"]) for row in table]
