@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -95,6 +96,9 @@ def _quiet_progress_bars():
                 os.environ[name] = value
 
 
+#: Kernel starts a notebook gets: a start can lose its ports to a kernel started at the same moment elsewhere.
+KERNEL_STARTS = 3
+
 #: Seconds one poll of a kernel channel waits before it looks again (see :func:`_poll_in_steps`).
 POLL_STEP = 1.0
 
@@ -167,26 +171,41 @@ def execute_notebook(source, output=None, *, parameters=None, timeout: int = 180
     from .._io import atomic_write_text
 
     source = Path(source)
-    notebook = jupytext.read(source)
-    _inject_parameters(notebook, parameters or {})
-    # Stable cell ids and no timings, so that re-executing an unchanged notebook gives an unchanged file.
-    for position, cell in enumerate(notebook.cells):
-        cell["id"] = f"cell-{position:02d}"
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        record_timing=False,
-        resources={"metadata": {"path": str(source.parent)}},
-    )
+    for attempt in range(1, KERNEL_STARTS + 1):
+        notebook = jupytext.read(source)
+        _inject_parameters(notebook, parameters or {})
+        # Stable cell ids and no timings, so that re-executing an unchanged notebook gives an unchanged file.
+        for position, cell in enumerate(notebook.cells):
+            cell["id"] = f"cell-{position:02d}"
+        client = NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name="python3",
+            record_timing=False,
+            resources={"metadata": {"path": str(source.parent)}},
+        )
+        started = []
 
-    def on_notebook_start(notebook):
-        _poll_in_steps(client.kc.shell_channel)
-        _poll_in_steps(client.kc.iopub_channel)
+        def on_notebook_start(notebook, client=client, started=started):
+            started.append(True)
+            _poll_in_steps(client.kc.shell_channel)
+            _poll_in_steps(client.kc.iopub_channel)
 
-    client.on_notebook_start = on_notebook_start
-    with _quiet_progress_bars():
-        client.execute()
+        client.on_notebook_start = on_notebook_start
+        try:
+            with _quiet_progress_bars():
+                client.execute()
+            break
+        except RuntimeError as error:
+            # A kernel that never came up: jupyter_client picks free ports, and a kernel started at the same time
+            # in another process can take one first ("Address already in use"); a fresh start gets fresh ports.
+            if started:
+                raise
+            # nbclient still calls its cleanup at exit, which needs a kernel manager: give it an idle one.
+            client.km = client.create_kernel_manager()
+            if attempt == KERNEL_STARTS:
+                raise
+            warnings.warn(f"{source.name}: the kernel did not start ({error}); starting another", stacklevel=2)
     _static_widget_outputs(notebook)
     # One output per run of the same stream: how a print's text is cut into messages depends on the kernel's
     # flush timing (under load, "...: 0" and its newline can come apart), so merged, the file does not.

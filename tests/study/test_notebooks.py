@@ -1,6 +1,7 @@
 """Every notebook runs end to end on the bundled data and writes its figures."""
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -169,6 +170,48 @@ def test_channels_are_polled_in_steps_until_their_timeout():
     channel = SlowChannel(ready_at=time.monotonic() + 0.1)
     _poll_in_steps(channel, step=0.05)
     assert asyncio.run(channel.get_msg()) == {"msg": "reply"} and set(channel.polls) == {0.05}
+
+
+def flaky_kernel(folder: Path, failures: int) -> Path:
+    """A ``python3`` kernelspec (put first with JUPYTER_PATH) whose first ``failures`` starts die at once."""
+    import json
+    import sys
+
+    folder.mkdir(parents=True)
+    counter = folder / "starts"
+    launcher = folder / "launch.py"
+    launcher.write_text(
+        "import os, sys\n"
+        f"counter = {str(counter)!r}\n"
+        "starts = int(open(counter).read()) + 1 if os.path.exists(counter) else 1\n"
+        "open(counter, 'w').write(str(starts))\n"
+        f"if starts <= {failures}:\n"
+        "    sys.exit(1)  # as a kernel whose port another kernel took first\n"
+        "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', *sys.argv[1:]])\n"
+    )
+    spec = folder / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    argv = [sys.executable, str(launcher), "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "flaky", "language": "python"}))
+    return counter
+
+
+def test_a_kernel_that_does_not_start_is_started_again(tmp_path, monkeypatch):
+    from ragcal.study.notebooks import KERNEL_STARTS
+
+    script = tmp_path / "sum.py"
+    script.write_text("# %%\nprint(1 + 1)\n")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "flaky"))
+    counter = flaky_kernel(tmp_path / "flaky", failures=1)
+    with pytest.warns(UserWarning, match="sum.py: the kernel did not start .*; starting another"):
+        notebook = execute_notebook(script)
+    assert notebook.cells[0]["outputs"][0]["text"] == "2\n" and counter.read_text() == "2"
+    # A kernel that never starts: the last attempt's error, after KERNEL_STARTS starts.
+    counter = flaky_kernel(tmp_path / "dead", failures=99)
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "dead"))
+    with pytest.warns(UserWarning), pytest.raises(RuntimeError, match="Kernel died"):
+        execute_notebook(script)
+    assert counter.read_text() == str(KERNEL_STARTS)
 
 
 def test_a_print_cut_into_several_messages_is_one_output(tmp_path):
