@@ -39,7 +39,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from doc_snippets import imports_a_framework, imports_of, needs_the_readers_things, snippets
+from doc_snippets import imports_a_framework, imports_of, imports_script, needs_the_readers_things, snippets
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -185,21 +185,10 @@ answered["haystack"] = [gate.run(query=question, documents=retrieved(question))[
 
 print(json.dumps(answered))
 """
-#: Runs each block's imports (``blocks``: ``(where, code)`` pairs) in one process; prints the failures as JSON.
-IMPORTS_SCRIPT = """\
-import json, traceback
-failed = []
-for where, block in {blocks!r}:
-    try:
-        exec(compile(block, where, "exec"), {{}})
-    except Exception:
-        failed.append((where, traceback.format_exc(limit=1)))
-print(json.dumps(failed))
-"""
 #: Runs ``ragcal`` commands (a JSON list of argument lists, argv[1]) in one process and prints, after
-#: :data:`ENGINE_MARKER`, each one's exit code and standard output.
-ENGINE_MARKER = "=== ragcal commands ==="
-ENGINE_SCRIPT = f"""\
+#: :data:`COMMANDS_MARKER`, each one's exit code and standard output.
+COMMANDS_MARKER = "=== ragcal commands ==="
+COMMANDS_SCRIPT = f"""\
 import contextlib, io, json, sys
 
 from ragcal.cli import main
@@ -210,7 +199,7 @@ for arguments in json.loads(sys.argv[1]):
     with contextlib.redirect_stdout(printed):
         code = main(arguments)
     outputs.append({{"code": code, "stdout": printed.getvalue()}})
-print({ENGINE_MARKER!r} + json.dumps(outputs))
+print({COMMANDS_MARKER!r} + json.dumps(outputs))
 """
 ANSWERABLE_QUESTION = "How do I fix a flat tyre on my bike?"
 UNRELATED_QUESTION = "What is the capital of Mongolia?"
@@ -442,7 +431,7 @@ class Job:
             except JobFailed as failure:
                 raise JobFailed(f"snippet {snippet.where}:\n{snippet.code}\n{failure}") from None
         # The imports, each block's on its own, in one process: a fresh interpreter per block costs seconds each.
-        printed = self.python_in_work(IMPORTS_SCRIPT.format(blocks=imports), self.work / "imports").stdout
+        printed = self.python_in_work(imports_script(imports), self.work / "imports").stdout
         failed = json.loads(printed.strip().splitlines()[-1])
         if failed:
             raise JobFailed("imports of snippets failed:\n" + "\n".join(f"{where}: {error}" for where, error in failed))
@@ -482,13 +471,13 @@ class Job:
         self.log_engines(folder, "duckdb")
 
     def ragcal_commands(self, folder: Path, commands) -> list[dict]:
-        """``ragcal`` commands run one after another in one process (:data:`ENGINE_SCRIPT`): exit code and output.
+        """``ragcal`` commands run one after another in one process (:data:`COMMANDS_SCRIPT`): exit code and output.
 
         A fresh interpreter per command spent seconds importing torch each time; ``score`` runs as a process of
         its own (``python -m ragcal``) before them. A command that exits non-zero fails the job, with its output.
         """
-        printed = run([self.python, "-c", ENGINE_SCRIPT, json.dumps(commands)], cwd=folder, env=self.env, timeout=900)
-        outputs = json.loads(printed.stdout.split(ENGINE_MARKER)[-1])
+        printed = run([self.python, "-c", COMMANDS_SCRIPT, json.dumps(commands)], cwd=folder, env=self.env, timeout=900)
+        outputs = json.loads(printed.stdout.split(COMMANDS_MARKER)[-1])
         for arguments, output in zip(commands, outputs):
             if output["code"] != 0 and not (arguments[0] == "monitor" and output["code"] == 1):  # 1: a shift
                 raise JobFailed(f"ragcal {' '.join(arguments)} exited {output['code']}:\n{output['stdout'][-2000:]}"
@@ -515,8 +504,8 @@ class Job:
         if not lines or lines != [line for line in calibrated["stdout"].splitlines() if "answer when" in line]:
             raise JobFailed(f"calibrate --engine {engine} printed another threshold:\n{calibrated['stdout']}\n"
                             f"expected:\n{expected['stdout']}")  # fmt: skip
-        if monitored["code"] not in (0, 1) or "shift_detected" not in monitored["stdout"]:
-            raise JobFailed(f"monitor --engine {engine} exited {monitored['code']}:\n{monitored['stdout'][-2000:]}")
+        if "shift_detected" not in monitored["stdout"]:  # its exit code (0, or 1 for a shift) is checked with the others
+            raise JobFailed(f"monitor --engine {engine} printed no report:\n{monitored['stdout'][-2000:]}")
         if len((folder / f"review-{engine}.csv").read_text(encoding="utf-8").splitlines()) < 2:
             raise JobFailed(f"review --engine {engine} wrote no sample")
 

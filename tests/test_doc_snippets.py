@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from doc_snippets import REPOSITORY, imports_of, needs_the_readers_things, shell_commands, snippets
+from doc_snippets import REPOSITORY, imports_of, imports_script, needs_the_readers_things, shell_commands, snippets
 
 pytestmark = pytest.mark.slow
 
@@ -55,15 +55,7 @@ def test_a_python_block_runs_as_written(snippet, tmp_path):
 def test_the_imports_of_every_block_that_needs_the_readers_things_run(tmp_path):
     """Their imports, each block's on its own, in one process (a fresh interpreter per block costs seconds each)."""
     assert IMPORTS_ONLY
-    blocks = [(snippet.where, imports_of(snippet.code)) for snippet in IMPORTS_ONLY]
-    code = (
-        "import json, sys, traceback\nfailed = []\n"
-        f"for where, block in {blocks!r}:\n"
-        "    try:\n        exec(compile(block, where, 'exec'), {})\n"
-        "    except Exception:\n        failed.append((where, traceback.format_exc(limit=1)))\n"
-        "print(json.dumps(failed))\n"
-    )
-    result = run_python(code, tmp_path)
+    result = run_python(imports_script((snippet.where, imports_of(snippet.code)) for snippet in IMPORTS_ONLY), tmp_path)
     assert result.returncode == 0, result.stderr
     failed = json.loads(result.stdout.strip().splitlines()[-1])
     assert failed == [], "\n".join(f"{where}: {error}" for where, error in failed)

@@ -477,16 +477,18 @@ class StoreGate:
     def decide(self, query: str, hits) -> tuple:
         """``(Decision, the hits it passes on in the gate's order)``; no hits on refusal.
 
-        Without ``corpus=``, a refusal is worded from the documents the store
-        returned (:meth:`describe_returned`).
+        Without ``corpus=``, a refusal or hedge is worded from the documents
+        the store returned (:meth:`describe_returned`); an answer, which has no
+        message, is decided without describing them.
         """
         import dataclasses
 
         hits = list(hits)
         result = self.retriever.result(hits, query=query)
-        if not self.described:
-            result = dataclasses.replace(result, corpus=self.describe_returned(hits))
         decision = self.gate.decide({self.retriever.name: result}, query=query)
+        if not self.described and decision.action != "answer":
+            described = dataclasses.replace(result, corpus=self.describe_returned(hits))
+            decision = self.gate.decide({self.retriever.name: described}, query=query)
         by_id = {}
         for hit in hits:
             by_id.setdefault(hit.chunk_id, hit)

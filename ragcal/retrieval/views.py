@@ -99,21 +99,11 @@ class CorpusDescription:
         ``idf`` (token -> inverse document frequency, for rephrasing terms) is
         computed by BM25 without stop words over the chunks when None.
         """
-        chunks = list(chunks)
-        if idf is None:
-            from .bm25 import BM25Retriever
-
-            idf = dict(BM25Retriever.from_chunks(chunks, variant="stopwords").bm25.idf) if chunks else {}
-        return cls(
-            name=name,
-            n_passages=len(chunks),
-            n_pages=len({chunk.doc_path for chunk in chunks}),
-            headings={chunk.chunk_id: tuple(chunk.heading_path) for chunk in chunks},
-            owners={chunk.doc_path: str(chunk.metadata["owner"]) for chunk in chunks if chunk.metadata.get("owner")},
-            texts={chunk.chunk_id: chunk.text for chunk in chunks},
-            idf=dict(idf),
-            topics=_topics((chunk.heading_path, chunk.doc_path) for chunk in chunks),
-        )
+        passages = [
+            Passage(chunk.chunk_id, chunk.doc_path, tuple(chunk.heading_path), chunk.text, chunk.metadata.get("owner"))
+            for chunk in chunks
+        ]
+        return cls._describe(passages, name=name, idf=idf)
 
     @classmethod
     def from_passages(cls, passages, *, name: str) -> CorpusDescription:
@@ -131,22 +121,28 @@ class CorpusDescription:
         alone) describe what was returned, and :attr:`returned_only` makes a
         refusal say so.
         """
+        return cls._describe(list(passages), name=name, returned_only=True)
+
+    @classmethod
+    def _describe(cls, passages, *, name: str, idf=None, returned_only: bool = False) -> CorpusDescription:
+        """The description of ``passages``; ``idf`` by BM25 without stop words over their texts when None."""
+        from ..chunking import page_of
         from .bm25 import BM25Retriever
 
-        passages = list(passages)
-        ids, texts = [passage.chunk_id for passage in passages], [passage.text for passage in passages]
-        idf = dict(BM25Retriever(ids, texts, variant="stopwords").bm25.idf) if passages else {}
+        if idf is None:
+            ids, texts = [passage.chunk_id for passage in passages], [passage.text for passage in passages]
+            idf = dict(BM25Retriever(ids, texts, variant="stopwords").bm25.idf) if passages else {}
         return cls(
             name=name,
             n_passages=len(passages),
             n_pages=len({passage.page for passage in passages}),
             headings={passage.chunk_id: tuple(passage.heading_path) for passage in passages},
-            owners={passage.page: passage.owner for passage in passages if passage.owner},
+            owners={passage.page: str(passage.owner) for passage in passages if passage.owner},
             texts={passage.chunk_id: passage.text for passage in passages},
-            idf=idf,
+            idf=dict(idf),
             topics=_topics((passage.heading_path, passage.page) for passage in passages),
-            pages={passage.chunk_id: passage.page for passage in passages},
-            returned_only=True,
+            pages={passage.chunk_id: passage.page for passage in passages if passage.page != page_of(passage.chunk_id)},
+            returned_only=returned_only,
         )
 
     def page(self, chunk_id: str) -> str:
