@@ -101,7 +101,8 @@ def test_the_readme_snippet_runs_from_the_wheel(installed):
     assert chunks == 2282 and rows > 0
 
 
-#: The reduced study's committed output: what the wheel's `ragcal reproduce` below must write, byte for byte.
+#: The reduced study's committed output: what the wheel's `ragcal reproduce` below must write (to the byte, or
+#: within the declared tolerance where nothing is anchored: see the test).
 REDUCED_SNAPSHOT = REPOSITORY / "tests" / "golden" / "reduced-study"
 #: The reduced study: FastAPI only, 50 splits, two of the six chunkings, no notebooks (`make reduced-snapshot`).
 REDUCED_ARGUMENTS = ("--corpus", "fastapi", "--skip-notebooks", "--splits", "50", "--chunking", "headings-256,headings-512")
@@ -142,23 +143,33 @@ def test_reproduce_from_the_wheel_writes_the_committed_reduced_study(installed):
     reports, SQuAD and the notebooks' figures (``make reproduce`` then ``git status`` does). After a deliberate change:
     ``make reduced-snapshot`` and ``make reproduce``, and commit both.
     """
-    from ragcal.study.exactness import differing_files
+    from ragcal.study.exactness import compare_files
 
     python, work, _ = installed
     # `python -m ragcal` runs the console script's entry point (the script's shebang names the installing python).
     # 1,000 splits add minutes, and the other four chunkings embed the whole corpus four times more (cold in CI,
     # 2.5 minutes), and nothing to this check (the sweep itself is tested on a slice of the docs).
-    result = run(python, work, "-m", "ragcal", "reproduce", *REDUCED_ARGUMENTS, "--results", "out", timeout=900)
+    arguments = (*REDUCED_ARGUMENTS, "--results", "out", "--reference", str(REDUCED_SNAPSHOT))
+    result = run(python, work, "-m", "ragcal", "reproduce", *arguments, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
+    # The dense scores and the score table are anchored to the snapshot's (ragcal.study.anchoring): on a processor
+    # whose kernels move them within the declared tolerance the study continues from the committed values, so what
+    # follows from them is rewritten to the byte. What is not anchored (the second chunking, the reranker, access
+    # control) is printed as 4-decimal rank statistics: compared within the declared tolerance, not to the bit.
+    comparison = compare_files(work / "out", REDUCED_SNAPSHOT)
     problems = [
         problem
-        for problem in differing_files(work / "out", REDUCED_SNAPSHOT)
+        for problem in comparison["different"]
         if not (problem.startswith("changed: ") and same_but_paths(problem[9:], work))
     ]
     assert not problems, (
         "the reduced study no longer writes the committed snapshot (run `make reduced-snapshot` and `make reproduce` "
         "if the change is meant): " + "; ".join(problems[:10])
     )
+    verdict = result.stdout[result.stdout.index("exactness verdict") :]
+    assert "decisions of the committed gates changed by this run's own scores: 0 (over 4 gates)" in verdict, verdict
+    assert ", 0 beyond it" in verdict, verdict
+    print(verdict)
     chunking = (work / "out" / "fastapi" / "chunking.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in chunking[1:]] == ["headings-256", "headings-512"]
     assert "certified in" in (work / "out" / "fastapi" / "summary.md").read_text()

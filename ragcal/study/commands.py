@@ -7,6 +7,7 @@ commands; nothing in the library imports this module.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -61,6 +62,14 @@ def add_parsers(commands) -> None:
         metavar="VARIANTS",
         help="comma-separated chunking variants to sweep, e.g. headings-256,fixed-500 (default: all six of "
         "ragcal.chunk_sweep.CHUNKING_VARIANTS; headings-256, the baseline, must be one)",
+    )
+    reproduce.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="committed results to anchor to and compare with (default: the --results folder as it was before "
+        "this run); see ragcal.study.anchoring",
     )
     reproduce.add_argument(
         "--skip-notebooks",
@@ -219,17 +228,93 @@ def chunking_variants(names: str) -> dict:
 
 
 def run_reproduce(args) -> None:
+    import tempfile
+
     from .timings import StageTimings
 
     timings = StageTimings()
-    try:
-        _run_reproduce(args, timings)
-    finally:
-        if getattr(args, "timings", False):
-            print("\nstage timings (wall clock):\n" + timings.format())
+    anchors = []
+    with tempfile.TemporaryDirectory(prefix="ragcal-committed-") as before:
+        compared = _snapshot_outputs(args, Path(before))
+        try:
+            _run_reproduce(args, timings, anchors=anchors)
+        finally:
+            if getattr(args, "timings", False):
+                print("\nstage timings (wall clock):\n" + timings.format())
+        print("\n" + "\n".join(_verdict(compared, anchors)))
 
 
-def _run_reproduce(args, timings) -> None:
+def _output_folders(args) -> dict:
+    """The folders a ``ragcal reproduce`` writes, by the name they have in a checkout (results, figures, notebooks)."""
+    from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR
+
+    folders = {"results": Path(args.results)}
+    if not args.skip_notebooks and not args.judge:
+        folders["figures"] = Path(args.figures or FIGURES_DIR)
+        folders["notebooks"] = Path(
+            args.executed_notebooks or (NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else "notebooks")
+        )
+    return folders
+
+
+def _snapshot_outputs(args, before: Path) -> list:
+    """Copy what the run will overwrite, as committed, into ``before``: ``(name, folder, committed copy)`` each.
+
+    With ``--reference``, the results are compared with that folder instead (nothing copied for them).
+    """
+    import shutil
+
+    pairs = []
+    for name, folder in _output_folders(args).items():
+        if name == "results" and args.reference is not None:
+            pairs.append((name, folder, Path(args.reference)))
+        elif folder.is_dir():
+            shutil.copytree(folder, before / name)
+            pairs.append((name, folder, before / name))
+    return pairs
+
+
+def _verdict(compared, anchors) -> list[str]:
+    """The exactness verdict: anchored quantities, then every output file against the committed one."""
+    from .anchoring import anchor_report
+    from .exactness import RUN_DEPENDENT_FILE, compare_files, read_run_dependent, verdict_lines
+
+    lines = ["exactness verdict (what this run wrote against the committed files):"]
+    lines += anchor_report(anchors)
+    totals = {"identical": [], "within": [], "different": []}
+    ignored = 0
+    for name, folder, committed in compared:
+        listing = committed / RUN_DEPENDENT_FILE.name if name == "results" else None
+        globs = read_run_dependent(listing) if listing is not None and listing.is_file() else []
+        ignore = [glob.removeprefix(f"{name}/") for glob in globs]
+        comparison = compare_files(folder, committed, ignore=ignore)
+        ignored += sum(1 for path in folder.rglob("*") if path.is_file()) - sum(
+            1 for path in folder.rglob("*") if path.is_file() and not _ignored(path.relative_to(folder), ignore)
+        )
+        for key in totals:
+            totals[key] += [
+                (f"{name}/{item[0]}", item[1]) if isinstance(item, tuple) else _prefixed(item, name)
+                for item in comparison[key]
+            ]
+    if not compared:
+        lines.append("files: no committed files to compare with")
+    else:
+        lines += verdict_lines(totals, ignored=ignored)
+    return lines
+
+
+def _ignored(relative, globs) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatch(relative.as_posix(), glob) for glob in globs)
+
+
+def _prefixed(item: str, folder: str) -> str:
+    kind, separator, name = item.partition(": ")
+    return f"{kind}: {folder}/{name}" if separator else f"{folder}/{item}"
+
+
+def _run_reproduce(args, timings, *, anchors=None) -> None:
     from ..datasets import BUNDLED, check_data_dir
     from ..embedding import load_embedder
     from ..metrics.outcomes import slice_summary
@@ -243,7 +328,7 @@ def _run_reproduce(args, timings) -> None:
     if args.benchmark is not None:  # an imported benchmark instead of the bundled corpora
         if args.splits < 1:
             raise ValueError(f"--splits must be at least 1. Got {args.splits} instead.")
-        return run_benchmark(args, timings=timings)
+        return run_benchmark(args, timings=timings, anchors=anchors)
     variants = None if args.chunking is None else chunking_variants(args.chunking)
     second = args.second_model or SECOND_MODEL
     second = None if second.lower() == "none" else second
@@ -270,18 +355,22 @@ def _run_reproduce(args, timings) -> None:
         second_model=second,
         timings=timings,
         jobs=jobs,
+        reference_dir=args.reference,
+        anchors=anchors,
     )
     for name, corpus_tables in tables.items():
         print(f"\n{BUNDLED[name].title}:", end="")
         print("\ndense_top1 by slice:")
         print(slice_summary(corpus_tables["scores"], "dense_top1").to_string())
     if not args.skip_notebooks:
-        from .notebooks import FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures
+        from .notebooks import ANCHOR_VARIABLE, FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures
 
         figures = args.figures or FIGURES_DIR
         executed = args.executed_notebooks or (
             NOTEBOOKS_DIR if NOTEBOOKS_DIR.parent == FIGURES_DIR.parent else Path("notebooks")
         )
+        # The notebooks' own score tables are anchored as the study's were (ragcal.study.anchoring).
+        os.environ[ANCHOR_VARIABLE] = str(Path(args.results).resolve())
         with timings.stage("notebooks (figures)"):
             reproduce_figures(
                 [BUNDLED[name] for name in names],
@@ -296,7 +385,7 @@ def _run_reproduce(args, timings) -> None:
 
         for name in BENCHMARKS:
             print(f"\n{name}:")
-            run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}), timings=timings)
+            run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}), timings=timings, anchors=anchors)
         print(
             "\nNot rebuilt (opt-in, slow): the judge study in results/judge/ (ragcal reproduce --judge) and the "
             "LLM's verdicts on SQuAD (ragcal reproduce --benchmark squad2-A --llm)."
@@ -321,7 +410,7 @@ def run_judge(args) -> None:
         print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")
 
 
-def run_benchmark(args, *, timings=None) -> None:
+def run_benchmark(args, *, timings=None, anchors=None) -> None:
     """``ragcal reproduce --benchmark NAME``: the benchmark study, then its notebook (figures/<NAME>/)."""
     from ..embedding import load_embedder
     from .imported import BENCHMARKS, reproduce_benchmark
@@ -338,6 +427,7 @@ def run_benchmark(args, *, timings=None) -> None:
         cache_dir=args.cache_dir,
         llm=getattr(args, "llm", False),
         timings=timings,
+        anchors=anchors,
     )
     print(tables["auc_clustered"].to_string(index=False, float_format="%.3f"))
     if not args.skip_notebooks:

@@ -256,8 +256,12 @@ def _copy_table(summary: pd.DataFrame) -> str:
     return frame.to_markdown(index=False)
 
 
-def model_scores(spec, embedder) -> dict:
-    """One model's run of a bundled corpus: its index config, score table and per-signal support levels."""
+def model_scores(spec, embedder, *, anchor=None, table_name: str = "scores.csv") -> dict:
+    """One model's run of a bundled corpus: its index config, score table and per-signal support levels.
+
+    ``anchor`` (:class:`ragcal.study.anchoring.Anchor`), when given, anchors the dense scores and the score table
+    to the committed ``table_name`` (and, for ``scores.csv``, ``runs/dense.run``).
+    """
     from ..queries import load_queries
     from ..retrieval.index import build_index
     from ..scoring import score_table
@@ -266,7 +270,11 @@ def model_scores(spec, embedder) -> dict:
     index = build_index(spec.corpus, exclude=spec.exclude, embedder=embedder)
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     retrieved = index.retrieve(queries["query"])
+    if anchor is not None and table_name == "scores.csv":
+        retrieved = anchor.retrieved(retrieved, queries["id"])
     table = score_table(queries, retrieved)
+    if anchor is not None:
+        table = anchor.table(table, table_name)
     results, gold = support_inputs(queries, retrieved)
     signals = model_dependent_signals(table)
     support = {name: threshold_gate_support(results, gold, name) for name in signals if table[name].notna().any()}
@@ -304,6 +312,8 @@ def write_cross_model(
     n_splits: int = 1000,
     n_resamples: int = 2000,
     timing_chunks: int | None = None,
+    reference_dir=None,
+    anchors: list | None = None,
     log=print,
 ) -> dict:
     """Run both models on every corpus of ``specs``; write ``results_dir/cross_model*.{md,csv}``.
@@ -321,20 +331,32 @@ def write_cross_model(
         Time both models (:func:`encoding_times`) on the first corpus's
         questions and a seeded sample of this many of its chunks; no timing
         section when None.
+    reference_dir : str or Path, default=None
+        Committed results (``<reference_dir>/<corpus>/``) that both models'
+        dense scores and score tables are anchored to
+        (:mod:`ragcal.study.anchoring`); ``results_dir`` when None.
+    anchors : list, default=None
+        Receives the :class:`~ragcal.study.anchoring.Anchor` of every model
+        and corpus, for the verdict.
     """
     from pathlib import Path
 
     from ..score_tables import write_score_table
+    from .anchoring import Anchor
     from .golden import slug
 
     results_dir = Path(results_dir)
     labels = list(embedders)
+    reference_root = Path(reference_dir) if reference_dir is not None else results_dir
     per_corpus, fingerprints, titles = {}, {}, {}
+    anchors = anchors if anchors is not None else []
     timing_texts = None
     for spec in specs:
         runs = {}
-        for label, embedder in embedders.items():
-            runs[label] = model_scores(spec, embedder)
+        for position, (label, embedder) in enumerate(embedders.items()):
+            anchors.append(Anchor(reference_root / spec.name, label=spec.name))
+            table_name = "scores.csv" if position == 0 else f"scores_{slug(label)}.csv"
+            runs[label] = model_scores(spec, embedder, anchor=anchors[-1], table_name=table_name)
             fingerprints[label] = runs[label]["config"]["model_fingerprint"]
         if timing_chunks is not None and timing_texts is None:
             chunks = runs[labels[0]]["chunks"]

@@ -356,6 +356,7 @@ def benchmark_study(
     random_state=0,
     imported_from=None,
     logged_passages: int = 1,
+    anchor=None,
     log=print,
 ) -> dict:
     """Run the benchmark study on one imported benchmark and write ``results_dir`` (see the module docstring).
@@ -401,6 +402,8 @@ def benchmark_study(
     log = log or (lambda message: None)
     results_dir = Path(results_dir)
     table, queries, retrieved, config = score_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
+    if anchor is not None:  # the committed scores.csv, where this run's are within tolerance (ragcal.study.anchoring)
+        table = anchor.table(table)
     log(f"{name}: {len(table)} questions in {table[GROUP_COLUMN].nunique()} articles, {config['n_chunks']} chunks")
     config = {**config, "corpus": _project_relative(corpus_dir), "queries": _project_relative(queries_path)}
     if imported_from is not None:
@@ -548,10 +551,12 @@ def benchmark_study(
 
 
 def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_splits=None, cache_dir=None,
-                        llm: bool = False, timings=None, log=print) -> dict:  # fmt: skip
+                        llm: bool = False, timings=None, anchors=None, log=print) -> dict:  # fmt: skip
     """``ragcal reproduce --benchmark NAME``: :func:`benchmark_study` on :data:`BENCHMARKS` ``[name]``, written to
     ``<results_dir>/<name>/`` beside the bundled corpora's folders (which its summary reads). The LLM's verdicts are
-    asked again only with ``llm`` (:func:`ragcal.study.imported_llm.llm_signals`)."""
+    asked again only with ``llm`` (:func:`ragcal.study.imported_llm.llm_signals`). The score table is anchored to the
+    committed one (:mod:`ragcal.study.anchoring`); ``anchors``, a list, receives the anchor."""
+    from .anchoring import Anchor
     from .timings import StageTimings
 
     timings = timings if timings is not None else StageTimings()
@@ -571,9 +576,12 @@ def reproduce_benchmark(name: str, results_dir="results", *, embedder=None, max_
         logged = llm_signals(inputs, corpus, queries, Path(results_dir) / name, ask=llm, cache_dir=cache_dir,
                              timings=timings, log=log)  # fmt: skip
     with timings.stage(f"{name}: study"):
+        anchor = Anchor(Path(results_dir) / name, label=name)
+        if anchors is not None:
+            anchors.append(anchor)
         return benchmark_study(corpus, queries, Path(results_dir) / name, logged_signals=logged, name=name,
                                title=inputs.title, embedder=embedder, max_splits=max_splits,
-                               imported_from=inputs.source, log=log)  # fmt: skip
+                               imported_from=inputs.source, anchor=anchor, log=log)  # fmt: skip
 
 
 def read_benchmark_results(results_dir) -> dict:

@@ -374,6 +374,42 @@ def _bundled_inputs(queries_path, corpus_dir) -> tuple:
     return queries_path or FASTAPI_QUERIES, corpus_dir, default_exclude(corpus_dir)
 
 
+#: Set by ``ragcal reproduce`` for the notebooks it executes: the results folder whose committed dense scores and
+#: score tables a notebook's own are anchored to (:mod:`ragcal.study.anchoring`), as the study's were.
+ANCHOR_VARIABLE = "RAGCAL_ANCHOR_RESULTS"
+
+
+def _notebook_anchor(queries_path, corpus_dir):
+    """The anchor of a bundled corpus's notebook run by ``ragcal reproduce``; None elsewhere (nothing anchored)."""
+    from ..datasets import BUNDLED, bundled
+    from .anchoring import Anchor
+
+    root = os.environ.get(ANCHOR_VARIABLE)
+    if not root:
+        return None
+    for name in BUNDLED:
+        spec = bundled(name)
+        if Path(spec.corpus).resolve() == Path(corpus_dir).resolve() and (
+            Path(spec.queries).resolve() == Path(queries_path).resolve()
+        ):
+            return Anchor(Path(root) / name, label=name)
+    return None
+
+
+def _scored(queries_path, corpus_dir, exclude):
+    """:func:`ragcal.scoring.score_query_file`, anchored as the study is when ``ragcal reproduce`` runs the notebook."""
+    from ..queries import load_queries
+    from ..scoring import score_query_file, score_table
+
+    table, index, retrieved = score_query_file(queries_path, corpus_dir, exclude=exclude)
+    anchor = _notebook_anchor(queries_path, corpus_dir)
+    if anchor is None:
+        return table, index, retrieved
+    retrieved = anchor.retrieved(retrieved, table["id"])
+    queries = load_queries(queries_path, corpus_paths=index.doc_paths)
+    return anchor.table(score_table(queries, retrieved)), index, retrieved
+
+
 def notebook_score_table(scores_path=None, *, queries_path=None, corpus_dir=None):
     """The score table a notebook works on.
 
@@ -384,21 +420,19 @@ def notebook_score_table(scores_path=None, *, queries_path=None, corpus_dir=None
     when None (with the bundled corpus's non-doc pages left out).
     """
     from ..score_tables import check_score_table, read_csv_table
-    from ..scoring import score_query_file
 
     if scores_path is not None:
         return check_score_table(read_csv_table(scores_path), source=str(scores_path))
     queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
-    table, _, _ = score_query_file(queries_path, corpus_dir, exclude=exclude)
+    table, _, _ = _scored(queries_path, corpus_dir, exclude)
     return table
 
 
 def notebook_scored_index(*, queries_path=None, corpus_dir=None):
     """``(table, index, retrieved)`` of :func:`ragcal.scoring.score_query_file` on a notebook's corpus and queries."""
-    from ..scoring import score_query_file
 
     queries_path, corpus_dir, exclude = _bundled_inputs(queries_path, corpus_dir)
-    return score_query_file(queries_path, corpus_dir, exclude=exclude)
+    return _scored(queries_path, corpus_dir, exclude)
 
 
 def notebook_queries(index, *, queries_path=None, corpus_dir=None):

@@ -48,6 +48,7 @@ from ..runs import evaluate_runs, hardest_queries, read_trec_run, write_trec_run
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
+from .anchoring import Anchor
 from .access import access_gating, access_score_tables, access_section
 from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates_section
 from .label_curve import evaluate_label_curve, label_curve_section
@@ -146,6 +147,8 @@ def reproduce(
     second_model: str | None = SECOND_MODEL,
     timings: StageTimings | None = None,
     jobs: int = 1,
+    reference_dir=None,
+    anchors: list | None = None,
     log=print,
 ) -> dict:
     """Run the whole experiment for every bundled corpus, then compare them.
@@ -171,6 +174,13 @@ def reproduce(
         None skips the comparison.
     timings : StageTimings, default=None
         Records each stage's time (``ragcal reproduce --timings`` prints them).
+    reference_dir : str or Path, default=None
+        The committed results that model-derived quantities are anchored to
+        (:mod:`ragcal.study.anchoring`): ``<reference_dir>/<corpus>/``;
+        ``results_dir`` as it was before this run when None.
+    anchors : list, default=None
+        Receives every :class:`~ragcal.study.anchoring.Anchor` (per corpus,
+        then per model and corpus of the cross-model report), for the verdict.
     jobs : int, default=1
         Processes for the corpora's studies (:func:`ragcal.study.parallel.run_in_processes`):
         with two or more, each corpus runs in its own process with its own
@@ -189,10 +199,14 @@ def reproduce(
     timings = timings if timings is not None else StageTimings()
     names = list(corpora) if corpora is not None else list(BUNDLED)
     specs = [bundled(name) for name in names]  # unknown names fail before any work
+    reference_root = Path(reference_dir) if reference_dir is not None else results_dir
     options = {"n_splits": n_splits, "variants": variants, "reranker": reranker}
     if jobs > 1 and len(specs) > 1:
         model = {"model": embedder.name, "cache_dir": embedder.cache_dir, "use_cache": embedder.use_cache}
-        tasks = [(_corpus_in_process, (spec, results_dir / spec.name), {**model, **options}) for spec in specs]
+        tasks = [
+            (_corpus_in_process, (spec, results_dir / spec.name), {**model, **options, "reference_dir": reference_root / spec.name})
+            for spec in specs
+        ]
         with timings.stage(f"{len(specs)} corpora in {min(jobs, len(specs))} processes"):
             done = run_in_processes(tasks, jobs=jobs)
         tables = {}
@@ -202,13 +216,20 @@ def reproduce(
     else:
         tables = {
             spec.name: reproduce_corpus(
-                spec, results_dir / spec.name, embedder=embedder, **options, timings=timings, log=log
+                spec,
+                results_dir / spec.name,
+                embedder=embedder,
+                **options,
+                reference_dir=reference_root / spec.name,
+                timings=timings,
+                log=log,
             )
             for spec in specs
         }
     if len(tables) > 1:
         with timings.stage("cross-corpus report"):
             write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
+    cross_model_anchors = []
     if second_model is not None and len(tables) > 1:  # like cross_corpus.md: written for every corpus at once
         other = load_embedder(second_model, cache_dir=getattr(embedder, "cache_dir", None))
         with timings.stage("cross-model report"):
@@ -219,8 +240,12 @@ def reproduce(
                 rules=HELDOUT_RULES,
                 n_splits=n_splits,
                 timing_chunks=TIMING_CHUNKS,
+                reference_dir=reference_root,
+                anchors=cross_model_anchors,
                 log=log,
             )
+    if anchors is not None:
+        anchors += [tables[name]["anchor"] for name in names] + cross_model_anchors
     return tables
 
 
@@ -244,11 +269,18 @@ def reproduce_corpus(
     n_splits: int = 1000,
     variants=None,
     reranker=None,
+    reference_dir=None,
     timings: StageTimings | None = None,
     log=print,
 ) -> dict:
-    """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables."""
+    """Run the experiment on one corpus and its labeled set; write ``results_dir``; return the tables.
+
+    The dense scores and the score table are anchored to the committed ones in ``reference_dir`` (default:
+    ``results_dir`` as it was before this run) when within their declared tolerance (:mod:`ragcal.study.anchoring`);
+    the tables hold the :class:`~ragcal.study.anchoring.Anchor` under ``"anchor"``.
+    """
     results_dir = Path(results_dir)
+    anchor = Anchor(reference_dir if reference_dir is not None else results_dir, label=spec.name)
     embedder = embedder or load_embedder()
     timings = timings if timings is not None else StageTimings()
     stage = lambda name: timings.stage(f"{spec.name}: {name}")  # noqa: E731
@@ -257,8 +289,8 @@ def reproduce_corpus(
     queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
     log(f"{spec.name}: {len(index.chunks)} chunks, model {index.config['model_fingerprint']}")
     with stage("questions (retrieve, signals)"):
-        retrieved = index.retrieve(queries["query"])
-        table = score_table(queries, retrieved)
+        retrieved = anchor.retrieved(index.retrieve(queries["query"]), queries["id"])
+        table = anchor.table(score_table(queries, retrieved), decisions=True)
     config = {**index.config, "queries": _project_relative(spec.queries), "corpus": _project_relative(spec.corpus)}
     write_score_table(results_dir / "scores.csv", table, config=config)
     write_trec_runs(results_dir / "runs", queries["id"], retrieved, config=config)
@@ -429,6 +461,7 @@ def reproduce_corpus(
         "learned": learned,
         "selective": selective,
         "qpp": qpp,
+        "anchor": anchor,
     }
 
 

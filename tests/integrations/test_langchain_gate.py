@@ -20,6 +20,7 @@ from ragcal.gates.support import support_inputs
 from ragcal.integrations.common import Hit, StoreGate, StoreScoreError, score_store
 from ragcal.queries import load_queries
 from ragcal.scoring import score_table
+from ragcal.study.anchoring import tolerance_for
 from ragcal.study.notebooks import RESULTS_DIR
 
 with warnings.catch_warnings():
@@ -86,11 +87,17 @@ def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(
     table, config, store_gate, path = fitted.table, fitted.config, fitted.gate, fitted.path
     retrieved = fitted.retrieved
     own = score_table(queries, fastapi_index.retrieve(queries["query"]))
-    # Same vectors, same metric, same float32 inner product: the same number, question by question.
-    np.testing.assert_array_equal(table["dense_top1"].to_numpy(), own["dense_top1"].to_numpy())
-    np.testing.assert_allclose(table["dense_top10_mean"].to_numpy(), own["dense_top10_mean"].to_numpy(), atol=1e-12)
+    # Same vectors, same metric, the same number question by question, within the declared tolerance of a cosine
+    # (ragcal.study.anchoring.TOLERANCES), not to the bit: the store searches one question at a time (faiss's own
+    # inner product) and ragcal's index a batch (a BLAS product), whose kernels sum in another order on some
+    # processors (3e-8 apart seen on an AMD EPYC).
+    tolerance = tolerance_for("dense_top1")
+    np.testing.assert_allclose(table["dense_top1"].to_numpy(), own["dense_top1"].to_numpy(), rtol=0, atol=tolerance)
+    np.testing.assert_allclose(
+        table["dense_top10_mean"].to_numpy(), own["dense_top10_mean"].to_numpy(), rtol=0, atol=tolerance
+    )
     own_gate = fit_gate(own, "threshold", "keep@0.95", signal="dense_top1")
-    assert store_gate.threshold == own_gate.threshold
+    assert store_gate.threshold == pytest.approx(own_gate.threshold, abs=tolerance)
     assert config["score_scale"] == "langchain FAISS similarity_search_with_score (MAX_INNER_PRODUCT)"
     assert config["model_fingerprint"] == fastapi_index.config["model_fingerprint"]
     # The gate file in front of the store, question by question against `ragcal ask` on ragcal's own index.
@@ -107,7 +114,7 @@ def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(
         table, "dense_top1", ["risk_guarantee@0.2"], support=support_levels(results, gold, "dense")
     )
     committed = json.loads((RESULTS_DIR / "fastapi" / "gates" / "threshold_risk_guarantee02.json").read_text())
-    assert certified.threshold == committed["gate"]["threshold"]
+    assert certified.threshold == pytest.approx(committed["gate"]["threshold"], abs=tolerance)
 
 
 def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, small_chunks, embeddings, tmp_path):
