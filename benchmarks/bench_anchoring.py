@@ -73,11 +73,12 @@ def anchoring_seconds() -> tuple[float, int]:
     """Anchor the committed FastAPI score table and dense run to themselves, moved by 1e-7: seconds, values compared."""
     from ragcal.retrieval.base import RetrievalResult
     from ragcal.runs import read_trec_run
-    from ragcal.study.anchoring import Anchor, read_reference_table
+    from ragcal.score_tables import read_csv_table as read_score_table_text
+    from ragcal.study.anchoring import Anchor
     from ragcal.study.notebooks import RESULTS_DIR
 
     committed = RESULTS_DIR / "fastapi"
-    table = read_reference_table(committed / "scores.csv")
+    table = read_score_table_text(committed / "scores.csv")
     moved = table.copy()
     dense = [column for column in table.columns if column.startswith("dense_") and table[column].dtype.kind == "f"]
     moved[dense] = moved[dense] + 1e-7

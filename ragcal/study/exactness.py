@@ -90,9 +90,9 @@ def differing_files(actual, expected, *, ignore=()) -> list[str]:
 
 #: A number as printed in a result file: sign, digits, optional fraction and exponent.
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-#: Declared tolerance of a printed number, beyond one unit of its last printed digit: the largest tolerance of
+#: Declared tolerance of a printed number, beyond one unit of its last printed digit: the largest absolute tolerance of
 #: :data:`ragcal.study.anchoring.TOLERANCES` (a quantity printed to fewer digits may round to the next last digit).
-TEXT_TOLERANCE = max(tolerance for _, tolerance, _ in TOLERANCES)
+TEXT_TOLERANCE = max(absolute for _, absolute, _, _ in TOLERANCES)
 
 
 def _last_digit(token: str) -> float | None:
@@ -165,11 +165,12 @@ def compare_files(actual, expected, *, ignore=()) -> dict:
 def verdict_lines(comparison: dict, *, ignored: int = 0) -> list[str]:
     """The verdict of :func:`compare_files` in a few lines."""
     within, different = comparison["within"], comparison["different"]
+    largest = within and f" (largest deviation {max(d for _, d in within):.2e}: {', '.join(n for n, _ in within[:5])})"
     lines = [
         f"files: {len(comparison['identical'])} identical to the committed ones"
         + (f" ({ignored} run-dependent files not compared)" if ignored else "")
         + f"; {len(within)} equal within the declared tolerance"
-        + (f" (largest deviation {max(d for _, d in within):.2e}: {', '.join(n for n, _ in within[:5])})" if within else "")
+        + (largest if within else "")
         + f"; {len(different)} beyond tolerance"
     ]
     lines += [f"  beyond tolerance: {problem}" for problem in different[:20]]

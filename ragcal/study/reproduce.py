@@ -48,8 +48,8 @@ from ..runs import evaluate_runs, hardest_queries, read_trec_run, write_trec_run
 from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
-from .anchoring import Anchor
 from .access import access_gating, access_score_tables, access_section
+from .anchoring import Anchor
 from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates_section
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
@@ -204,8 +204,8 @@ def reproduce(
     if jobs > 1 and len(specs) > 1:
         model = {"model": embedder.name, "cache_dir": embedder.cache_dir, "use_cache": embedder.use_cache}
         tasks = [
-            (_corpus_in_process, (spec, results_dir / spec.name), {**model, **options, "reference_dir": reference_root / spec.name})
-            for spec in specs
+            (_corpus_in_process, (spec, results_dir / spec.name), {**model, **options, "reference_dir": reference})
+            for spec, reference in zip(specs, [reference_root / spec.name for spec in specs])
         ]
         with timings.stage(f"{len(specs)} corpora in {min(jobs, len(specs))} processes"):
             done = run_in_processes(tasks, jobs=jobs)
