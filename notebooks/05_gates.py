@@ -75,7 +75,7 @@ chain = load_gate(path, index=index)  # checks model fingerprint and chunking, b
 
 # %%
 decisions, asked = ask(chain, index, questions)
-asked[["query", "action", "score", "stage", "tier", "passages"]]
+asked[["query", "action", "score", "stage", "tier", "passages"]].round({"score": 3})  # 3 decimals: what holds on any CPU
 
 # %%
 for question, decision in zip(questions, decisions):

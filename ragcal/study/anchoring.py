@@ -215,6 +215,8 @@ class Anchor:
         ``decisions`` counts the decisions of the committed gates that this
         run's own scores change (:attr:`changed_decisions`).
         """
+        if name not in self._tables and self.reference_dir is not None:  # read before this run writes it
+            self._tables[name] = read_reference_table(self.reference_dir / name)
         reference = self._tables.get(name)
         if reference is None:
             return table

@@ -23,7 +23,11 @@ from ..datasets import FASTAPI_LIVE_QUERIES, RUST_BOOK_QUERIES
 from ..queries import load_queries
 from ..scoring import score_table
 
-__all__ = ["OTHER_CORPUS_SLICE", "live_log", "truth_labels"]
+__all__ = ["LIVE_SCORES", "OTHER_CORPUS_SLICE", "live_log", "live_scores", "truth_labels"]
+
+#: The live questions' score table that ``ragcal reproduce`` commits beside the FastAPI results
+#: (``results/fastapi/live_scores.csv``), which the notebook's live log is anchored to (:mod:`ragcal.study.anchoring`).
+LIVE_SCORES = "live_scores.csv"
 
 #: Slice of the other corpus's questions in the truth table.
 OTHER_CORPUS_SLICE = "other corpus"
@@ -40,8 +44,19 @@ def _live_questions(live_queries, other_queries) -> pd.DataFrame:
     return pd.concat([new[columns], other[columns]], ignore_index=True)
 
 
+def live_scores(index, *, live_queries=FASTAPI_LIVE_QUERIES, other_queries=RUST_BOOK_QUERIES, random_state=0):
+    """``(table, questions)``: the live questions in arrival order (a seeded shuffle), and their score table."""
+    questions = _live_questions(live_queries, other_queries)
+    questions = questions.sample(frac=1.0, random_state=random_state).reset_index(drop=True)
+    return score_table(questions, index.retrieve(questions["query"].tolist())), questions
+
+
 def live_log(index, *, live_queries=FASTAPI_LIVE_QUERIES, other_queries=RUST_BOOK_QUERIES, random_state=0):
     """Score the notebook's live questions on ``index`` and return the log a deployment would keep.
+
+    When ``ragcal reproduce`` executes the notebook, the scores are anchored
+    to the committed ``results/fastapi/live_scores.csv`` (see
+    :func:`ragcal.study.notebooks.results_anchor`), as the study's own are.
 
     Parameters
     ----------
@@ -61,9 +76,14 @@ def live_log(index, *, live_queries=FASTAPI_LIVE_QUERIES, other_queries=RUST_BOO
         ``id, answerable, slice, gold`` of the same rows (``gold`` a tuple of
         pages), what only the study knows.
     """
-    questions = _live_questions(live_queries, other_queries)
-    questions = questions.sample(frac=1.0, random_state=random_state).reset_index(drop=True)
-    table = score_table(questions, index.retrieve(questions["query"].tolist()))
+    from .notebooks import results_anchor
+
+    table, questions = live_scores(
+        index, live_queries=live_queries, other_queries=other_queries, random_state=random_state
+    )
+    anchor = results_anchor("fastapi")
+    if anchor is not None:
+        table = anchor.table(table, LIVE_SCORES)
     signals = [column for column in table.columns if column not in ("id", "query", "answerable", "slice")]
     log = table[["id", "query"]].assign(timestamp=LOG_START + pd.to_timedelta(range(len(table)), unit="min"))
     log = pd.concat([log, table[signals]], axis=1)

@@ -29,6 +29,8 @@ __all__ = [
     "notebook_score_table",
     "notebook_scored_index",
     "notebook_queries",
+    "results_anchor",
+    "ANCHOR_VARIABLE",
 ]
 
 _PACKAGE = Path(__file__).resolve().parents[1]
@@ -379,20 +381,24 @@ def _bundled_inputs(queries_path, corpus_dir) -> tuple:
 ANCHOR_VARIABLE = "RAGCAL_ANCHOR_RESULTS"
 
 
-def _notebook_anchor(queries_path, corpus_dir):
-    """The anchor of a bundled corpus's notebook run by ``ragcal reproduce``; None elsewhere (nothing anchored)."""
-    from ..datasets import BUNDLED, bundled
+def results_anchor(name: str):
+    """The anchor of bundled corpus ``name`` in a notebook that ``ragcal reproduce`` runs; None elsewhere."""
     from .anchoring import Anchor
 
     root = os.environ.get(ANCHOR_VARIABLE)
-    if not root:
-        return None
+    return Anchor(Path(root) / name, label=name) if root else None
+
+
+def _notebook_anchor(queries_path, corpus_dir):
+    """:func:`results_anchor` of the bundled corpus whose corpus and queries a notebook uses; None for others."""
+    from ..datasets import BUNDLED, bundled
+
     for name in BUNDLED:
         spec = bundled(name)
         if Path(spec.corpus).resolve() == Path(corpus_dir).resolve() and (
             Path(spec.queries).resolve() == Path(queries_path).resolve()
         ):
-            return Anchor(Path(root) / name, label=name)
+            return results_anchor(name)
     return None
 
 

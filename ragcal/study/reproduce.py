@@ -19,7 +19,9 @@ steps that each write their own files:
    (``learned_auc.csv``, ``learned_gate.csv``, ``learned_coefficients.csv``);
 7. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
    unless one is given: a plumbing check, see :mod:`ragcal.study.rerank`) and,
-   for FastAPI, the access-control demonstration (:mod:`ragcal.study.access`);
+   for FastAPI, the live questions' score table that notebook 09 logs
+   (``live_scores.csv``, :mod:`ragcal.study.monitoring`) and the
+   access-control demonstration (:mod:`ragcal.study.access`);
 8. ``summary.md`` with the numbers and their intervals (and, for FastAPI, the
    published ones beside them).
 
@@ -37,7 +39,7 @@ import pandas as pd
 from .._io import atomic_write_text
 from ..calibration import fit_threshold, heldout_outcomes
 from ..chunk_sweep import DEFAULT_VARIANT, MEASURE_LABELS, format_sweep, sweep_chunking
-from ..datasets import BUNDLED, BundledCorpus, bundled
+from ..datasets import BUNDLED, FASTAPI_LIVE_QUERIES, RUST_BOOK_QUERIES, BundledCorpus, bundled
 from ..embedding import load_embedder
 from ..formatting import interval_cell
 from ..gates import DEFAULT_LEARNED_SIGNALS
@@ -54,6 +56,7 @@ from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
 from .learned_report import learned_gate_section
+from .monitoring import LIVE_SCORES, live_scores
 from .parallel import run_in_processes
 from .published import SWEEP_GRID, published_split
 from .qpp import evaluate_qpp, qpp_section
@@ -342,6 +345,12 @@ def reproduce_corpus(
     log(f"wrote {results_dir / 'rerank_auc.csv'} ({rerank_description['reranker']})")
     access = None
     if spec.name == "fastapi":
+        with stage("live questions (notebook 09's log)"):
+            live, _ = live_scores(index)
+            live = anchor.table(live, LIVE_SCORES)
+        live_queries = " + ".join(_project_relative(path) for path in (FASTAPI_LIVE_QUERIES, RUST_BOOK_QUERIES))
+        write_score_table(results_dir / LIVE_SCORES, live, config={**config, "queries": live_queries})
+        log(f"wrote {results_dir / LIVE_SCORES}")
         with stage("access control"):
             access = access_demonstration(spec, queries, embedder, n_splits=n_splits)
         atomic_write_text(results_dir / "access.csv", access.to_csv(index=False, float_format="%.4f"))
