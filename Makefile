@@ -7,9 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Pinned numeric kernels (ragcal/numerics.py): the same bits on AVX2 and AVX-512 machines.
+# Pinned numeric kernels (ragcal/numerics.py): one machine computes the same bits with AVX2 or AVX-512 kernels;
+# across machines `ragcal reproduce` anchors to the committed values (ragcal/study/anchoring.py).
 export ATEN_CPU_CAPABILITY := avx2
-export MKL_CBWR := AVX2
+export MKL_CBWR := AVX2,STRICT
 export NPY_DISABLE_CPU_FEATURES := X86_V4 AVX512_ICL AVX512_SPR
 
 .PHONY: reproduce reduced-snapshot test docs benchmark clean-venv

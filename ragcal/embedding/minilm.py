@@ -94,10 +94,18 @@ def supports_fixed_shapes(model) -> bool:
 
 
 def kernel_capability() -> str:
-    """The CPU kernels torch dispatches to (``"AVX2"``, ``"AVX512"``, ...): their last bits differ."""
+    """The CPU kernels torch dispatches to (``"AVX2"``, ``"AVX512"``, ...) and MKL's mode where ``MKL_CBWR`` sets one.
+
+    Their last bits differ: ``"AVX2-mklAVX2-STRICT"`` under the pinned kernels
+    (:mod:`ragcal.numerics`), ``"AVX512"`` with none.
+    """
+    import os
+
     import torch
 
-    return str(torch.backends.cpu.get_cpu_capability())
+    capability = str(torch.backends.cpu.get_cpu_capability())
+    mkl = os.environ.get("MKL_CBWR")
+    return f"{capability}-mkl{mkl.replace(',', '-')}" if mkl else capability
 
 
 class Embedder:
