@@ -51,6 +51,7 @@ from ragcal.integrations.langchain import GatedRetriever, LangChainStore, Ragcal
 from ragcal.plotting import ScoreDistributionDisplay, figure_style, save_figure
 from ragcal.queries import load_queries
 from ragcal.retrieval.index import chunk_corpus
+from ragcal.study.anchoring import tolerance_for
 from ragcal.study.notebooks import FIGURES_DIR, RESULTS_DIR
 
 figures_dir = Path(figures_dir or FIGURES_DIR / "frameworks")
@@ -132,14 +133,16 @@ outcomes = gate_outcomes(table, frame, supported=supported_answers(decisions, go
 outcomes[outcomes["outcome"].isin(["answered", "selective_risk"])].round(3)
 
 # %% [markdown]
-# **Held out.** The store returns ragcal's own cosine scores here, bit for bit (the committed
-# `results/fastapi/scores.csv` came from ragcal's index), so `make reproduce`'s check of this very procedure applies:
-# certified on one half of the questions and counted on the other, over 1,000 stratified half splits.
+# **Held out.** The store returns ragcal's own cosine scores here, within the declared tolerance of a cosine (the
+# committed `results/fastapi/scores.csv` came from ragcal's index, on another machine: its kernels move the last
+# bits), so `make reproduce`'s check of this very procedure applies: certified on one half of the questions and
+# counted on the other, over 1,000 stratified half splits.
 
 # %%
 committed = pd.read_csv(results_dir / "fastapi" / "scores.csv").set_index("id")["dense_top1"]
 difference = (table.set_index("id")["dense_top1"] - committed.loc[table["id"]]).abs().max()
-print(f"largest difference from ragcal's own dense_top1: {difference:.2g}")
+tolerance, _ = tolerance_for("dense_top1")
+print(f"largest difference from ragcal's own dense_top1 {'within' if difference <= tolerance else 'BEYOND'} {tolerance:g}")
 guarantees = pd.read_csv(results_dir / "fastapi" / "guarantees.csv")
 guarantees[guarantees["gate"] == f"threshold {rule}"][["rule", "nominal", "held", "certified_splits", "splits"]]
 

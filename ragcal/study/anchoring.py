@@ -41,6 +41,7 @@ import pandas as pd
 
 __all__ = [
     "TOLERANCES",
+    "INFO_COLUMNS",
     "Anchor",
     "AnchorRecord",
     "anchor_report",
@@ -69,6 +70,10 @@ TOLERANCES = (
     ),
     ("*", 1e-9, 0.0, "float64 statistics of BM25 scores, ranks and counts: kernels move them by about 1e-15"),
 )
+
+
+#: Per-question diagnostics of a dense result (``RetrievalResult.info``) that a score-table column holds as they are.
+INFO_COLUMNS = {"centroid_cosine": "dense_centroid_cosine", "page_knn_cosine": "dense_page_knn5"}
 
 
 def tolerance_for(column: str) -> tuple[float, float]:
@@ -170,30 +175,46 @@ class Anchor:
         return f"{self.label}/{relative}" if self.label else relative
 
     def retrieved(self, retrieved: dict, query_ids) -> dict:
-        """``retrieved`` with its dense scores anchored to the committed ``runs/dense.run``.
+        """``retrieved`` with its dense scores and domain diagnostics anchored to the committed ones.
 
-        Per question: the same chunk ids in the same order and every score
-        within the ``dense_*`` tolerance take the committed scores. One
-        question beyond it leaves every dense score as this run computed it
-        (the record says which and by how much).
+        Scores: per question, the chunks of the committed ``runs/dense.run``
+        (all of them, or its first ranks when the run is shallower, as
+        SQuAD's top 10) in the same order and every score within the
+        ``dense_*`` tolerance take the committed scores. Diagnostics: the
+        cosines to the corpus and page centroids (:data:`INFO_COLUMNS`) take
+        the committed score table's, when within tolerance. One question
+        beyond it leaves that quantity as this run computed it for every
+        question (the record says which and by how much).
         """
-        reference = self._runs.get("dense")
-        if reference is None or "dense" not in retrieved:
+        if "dense" not in retrieved:
             return retrieved
+        results = list(retrieved["dense"])
+        reference = self._runs.get("dense")
+        if reference is not None:
+            results = self._anchor_scores(results, query_ids, reference)
+        table = self._tables.get("scores.csv")
+        if table is not None:
+            results = self._anchor_info(results, query_ids, table)
+        return {**retrieved, "dense": results}
+
+    def _anchor_scores(self, results, query_ids, reference) -> list:
         by_query = {qid: group for qid, group in reference.groupby("qid", sort=False)}
         anchored, worst, share, n_values, problems = [], 0.0, 0.0, 0, []
-        for qid, result in zip(query_ids, retrieved["dense"]):
+        for qid, result in zip(query_ids, results):
             group = by_query.get(str(qid))
-            if group is None or tuple(group["docid"]) != tuple(result.chunk_ids):
+            depth = 0 if group is None else len(group)
+            if group is None or tuple(group["docid"]) != tuple(result.chunk_ids[:depth]):
                 problems.append(f"{qid}: other chunks or another order")
-                anchored.append(result)
                 continue
             committed = group["score"].to_numpy(dtype=np.float64)
-            deviation, used = within_tolerance(result.scores, committed, "dense_score")
-            worst, share, n_values = max(worst, deviation), max(share, used), n_values + len(committed)
+            deviation, used = within_tolerance(result.scores[:depth], committed, "dense_score")
+            worst, share, n_values = max(worst, deviation), max(share, used), n_values + depth
             if used > 1:
                 problems.append(f"{qid}: a score {deviation:.1e} away")
-            anchored.append(dataclasses.replace(result, scores=committed))
+            scores = np.concatenate([committed, result.scores[depth:]])
+            if np.any(np.diff(scores) > 0):  # the first unanchored score above the last anchored one: a near tie
+                problems.append(f"{qid}: rank {depth + 1} ties rank {depth}")
+            anchored.append(dataclasses.replace(result, scores=scores))
         extra = set(by_query) - {str(qid) for qid in query_ids}
         if extra:
             problems.append(f"{len(extra)} committed questions not asked")
@@ -202,7 +223,29 @@ class Anchor:
         self.records.append(
             AnchorRecord(self._name("runs/dense.run"), "dense scores", n_values, worst, share, status, detail)
         )
-        return retrieved if problems else {**retrieved, "dense": anchored}
+        return results if problems else anchored
+
+    def _anchor_info(self, results, query_ids, table) -> list:
+        committed_ids = list(table["id"])
+        if committed_ids != [str(qid) for qid in query_ids]:
+            return results
+        anchored = results
+        for key, column in INFO_COLUMNS.items():
+            if column not in table.columns:
+                continue
+            mine = np.array([result.info.get(key, math.nan) for result in anchored], dtype=np.float64)
+            committed = _floats(table[column])
+            deviation, used = within_tolerance(mine, committed, column)
+            status = "identical" if used == 0.0 else "anchored" if used <= 1 else "beyond tolerance"
+            self.records.append(
+                AnchorRecord(self._name("scores.csv"), f"dense info {key}", len(mine), deviation, used, status)
+            )
+            if used <= 1:
+                anchored = [
+                    dataclasses.replace(result, info={**result.info, key: value}) if key in result.info else result
+                    for result, value in zip(anchored, committed)
+                ]
+        return anchored
 
     def table(self, table: pd.DataFrame, name: str = "scores.csv", *, decisions: bool = False) -> pd.DataFrame:
         """``table`` with every column within its tolerance of the committed ``name`` taking the committed values.

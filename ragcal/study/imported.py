@@ -51,6 +51,8 @@ from ..gates.support import bar_support, support_inputs
 from ..metrics import auc_table
 from ..metrics.binary import is_binary_signal
 from ..queries import QueryFileError, load_queries
+from ..retrieval.base import RetrievalResult
+from ..runs import write_trec_runs
 from ..score_tables import answerable_sign, write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
@@ -70,6 +72,7 @@ from .selective import threshold_gate_support
 
 __all__ = [
     "BenchmarkInputs",
+    "RUN_DEPTH",
     "BENCHMARKS",
     "benchmark_questions",
     "retrieve_benchmark",
@@ -80,6 +83,11 @@ __all__ = [
     "reproduce_benchmark",
     "read_benchmark_results",
 ]
+
+#: Ranks of each question's dense run that the study commits (``runs/dense.run``) and anchors to: the passages a gate
+#: passes on (at most 10). The whole run (100 ranks of 2,828 questions) would be 20 MB.
+RUN_DEPTH = 10
+
 
 @dataclass(frozen=True)
 class BenchmarkInputs:
@@ -229,7 +237,7 @@ def retrieve_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None
     return queries, index.retrieve(queries["query"]), dict(index.config)
 
 
-def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
+def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None, anchor=None):
     """Index ``corpus_dir`` with ragcal's defaults and score the labeled questions of ``queries_path``.
 
     Parameters
@@ -242,6 +250,9 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
         Keep only the questions of these groups (all when None).
     embedder : EmbedderProtocol, default=None
         MiniLM with the default embedding cache when None.
+    anchor : ragcal.study.anchoring.Anchor, default=None
+        Anchors the dense top ranks, then the score table, to the committed
+        ones (:func:`benchmark_study`).
 
     Returns
     -------
@@ -258,8 +269,12 @@ def score_benchmark(corpus_dir, queries_path, *, articles=None, embedder=None):
     retrieve_benchmark : the same questions retrieved, with no signal computed.
     """
     queries, retrieved, config = retrieve_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
+    if anchor is not None:  # the committed top ranks, before any signal is computed from them
+        retrieved = anchor.retrieved(retrieved, queries["id"])
     table = score_table(queries, retrieved)
     table.insert(4, GROUP_COLUMN, queries[GROUP_COLUMN].to_numpy())
+    if anchor is not None:
+        table = anchor.table(table)
     return table, queries, retrieved, config
 
 
@@ -386,6 +401,10 @@ def benchmark_study(
         Passages the system behind a binary logged signal was given (the
         dense top-k; the LLM baseline reads the top 1): one of its answers is
         supported when a gold-page passage is among them.
+    anchor : ragcal.study.anchoring.Anchor, default=None
+        Anchors the dense top ranks (to the committed ``runs/dense.run``, the
+        top :data:`RUN_DEPTH` of each question) and the score table (to the
+        committed ``scores.csv``) when within their declared tolerance.
     imported_from : str or Path, default=None
         The public-format file the corpus and queries were imported from
         (recorded in the provenance, with its sha256, instead of the import's
@@ -401,9 +420,10 @@ def benchmark_study(
 
     log = log or (lambda message: None)
     results_dir = Path(results_dir)
-    table, queries, retrieved, config = score_benchmark(corpus_dir, queries_path, articles=articles, embedder=embedder)
-    if anchor is not None:  # the committed scores.csv, where this run's are within tolerance (ragcal.study.anchoring)
-        table = anchor.table(table)
+    # Anchored to the committed top ranks and scores.csv, where this run's are within tolerance (ragcal.study.anchoring)
+    table, queries, retrieved, config = score_benchmark(
+        corpus_dir, queries_path, articles=articles, embedder=embedder, anchor=anchor
+    )
     log(f"{name}: {len(table)} questions in {table[GROUP_COLUMN].nunique()} articles, {config['n_chunks']} chunks")
     config = {**config, "corpus": _project_relative(corpus_dir), "queries": _project_relative(queries_path)}
     if imported_from is not None:
@@ -419,6 +439,9 @@ def benchmark_study(
         }
     write_score_table(results_dir / "scores.csv", table, config=config)
     log(f"wrote {results_dir / 'scores.csv'}")
+    top = [RetrievalResult("dense", r.chunk_ids[:RUN_DEPTH], r.scores[:RUN_DEPTH]) for r in retrieved["dense"]]
+    write_trec_runs(results_dir / "runs", queries["id"], {"dense": top}, config=config)
+    log(f"wrote {results_dir / 'runs'}/dense.run (top {RUN_DEPTH})")
     config = {**config, "logged_passages": logged_passages}
     logged, in_logged_file, declared = [], np.zeros(len(table), dtype=bool), {}
     if logged_signals is not None:

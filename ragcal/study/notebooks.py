@@ -403,16 +403,21 @@ def _notebook_anchor(queries_path, corpus_dir):
 
 
 def _scored(queries_path, corpus_dir, exclude):
-    """:func:`ragcal.scoring.score_query_file`, anchored as the study is when ``ragcal reproduce`` runs the notebook."""
+    """:func:`ragcal.scoring.score_query_file`, anchored as the study is when ``ragcal reproduce`` runs the notebook.
+
+    The dense scores are anchored before the signals are computed from them, so a signal the notebook registers
+    (a prototype) is computed from the committed scores too.
+    """
     from ..queries import load_queries
+    from ..retrieval.index import build_index
     from ..scoring import score_query_file, score_table
 
-    table, index, retrieved = score_query_file(queries_path, corpus_dir, exclude=exclude)
     anchor = _notebook_anchor(queries_path, corpus_dir)
     if anchor is None:
-        return table, index, retrieved
-    retrieved = anchor.retrieved(retrieved, table["id"])
+        return score_query_file(queries_path, corpus_dir, exclude=exclude)
+    index = build_index(corpus_dir, exclude=exclude)  # the bundled corpus and its queries, checked by the study
     queries = load_queries(queries_path, corpus_paths=index.doc_paths)
+    retrieved = anchor.retrieved(index.retrieve(queries["query"]), queries["id"])
     return anchor.table(score_table(queries, retrieved)), index, retrieved
 
 

@@ -132,12 +132,37 @@ def test_dense_scores_anchor_per_question_only_in_the_same_order(tmp_path, commi
     # Two chunks swapped (a near tie): nothing anchored, the record says which question.
     swapped = {"dense": [RetrievalResult("dense", ("p#2", "p#1"), [0.65, 0.65]), fresh["dense"][1]]}
     anchor = Anchor(reference)
-    assert anchor.retrieved(swapped, ["q1", "q2"]) is swapped
+    kept = anchor.retrieved(swapped, ["q1", "q2"])["dense"]
+    assert all(mine is theirs for mine, theirs in zip(kept, swapped["dense"]))
     assert anchor.records[0].status == "beyond tolerance" and "q1: other chunks" in anchor.records[0].detail
     # A committed question this run did not ask.
     anchor = Anchor(reference)
     anchor.retrieved({"dense": fresh["dense"][:1]}, ["q1"])
     assert "1 committed questions not asked" in anchor.records[0].detail
+
+
+def test_a_shallower_committed_run_anchors_the_first_ranks_and_the_diagnostics_follow_the_table(tmp_path, committed):
+    # SQuAD commits its top 10 only: the first ranks take the committed scores, the rest stay this run's.
+    lines = [run_line("q1", "p#1", 1, 0.7), run_line("q2", "p#3", 1, 0.4), run_line("q3", "p#5", 1, 0.3)]
+    table = committed.assign(dense_centroid_cosine=[0.1, 0.2, 0.3])
+    reference = write_reference(tmp_path / "squad", table, run_lines=lines)
+    info = lambda value: {"centroid_cosine": value}  # noqa: E731
+    fresh = [
+        RetrievalResult("dense", ("p#1", "p#2"), [0.7000001, 0.5], info=info(0.1000002)),
+        RetrievalResult("dense", ("p#3", "p#4"), [0.4, 0.39], info=info(0.2)),
+        RetrievalResult("dense", ("p#5", "p#6"), [0.3, 0.3000001], info=info(0.3)),  # rank 2 ties rank 1
+    ]
+    anchor = Anchor(reference)
+    anchored = anchor.retrieved({"dense": fresh}, ["q1", "q2", "q3"])["dense"]
+    assert anchor.records[0].status == "beyond tolerance" and "q3: rank 2 ties rank 1" in anchor.records[0].detail
+    np.testing.assert_array_equal(anchored[0].scores, [0.7000001, 0.5])  # scores left as they were
+    assert [result.info["centroid_cosine"] for result in anchored] == [0.1, 0.2, 0.3]  # the diagnostics anchored
+    assert anchor.records[1].quantity == "dense info centroid_cosine" and anchor.records[1].status == "anchored"
+    fresh[2] = RetrievalResult("dense", ("p#5", "p#6"), [0.3, 0.2], info=info(0.3))
+    anchor = Anchor(reference)
+    anchored = anchor.retrieved({"dense": fresh}, ["q1", "q2", "q3"])["dense"]
+    np.testing.assert_array_equal(anchored[0].scores, [0.7, 0.5])
+    assert anchor.records[0].status == "anchored" and anchor.records[0].n_values == 3
 
 
 def test_printed_numbers_compare_within_tolerance_and_their_last_digit():
