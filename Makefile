@@ -30,10 +30,14 @@ reproduce: $(STAMP)
 	$(BIN)/ragcal reproduce
 
 # The reduced study that tests/test_wheel.py compares with, byte for byte: rebuild it after a change that moves results.
+# Written afresh (no stale file survives), anchored to the previous snapshot and compared with it by the verdict.
 reduced-snapshot: $(STAMP)
-	rm -rf tests/golden/reduced-study
+	rm -rf .reduced-study-previous
+	if [ -d tests/golden/reduced-study ]; then mv tests/golden/reduced-study .reduced-study-previous; \
+		else mkdir .reduced-study-previous; fi
 	$(BIN)/ragcal reproduce --corpus fastapi --skip-notebooks --splits 50 --chunking headings-256,headings-512 \
-		--results tests/golden/reduced-study
+		--results tests/golden/reduced-study --reference .reduced-study-previous
+	rm -rf .reduced-study-previous
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder

@@ -291,9 +291,10 @@ def _verdict(compared, anchors) -> list[str]:
         ignored += sum(1 for path in folder.rglob("*") if path.is_file()) - sum(
             1 for path in folder.rglob("*") if path.is_file() and not _ignored(path.relative_to(folder), ignore)
         )
+        shown = Path(os.path.relpath(folder)).as_posix() if folder.is_absolute() else folder.as_posix()
         for key in totals:
             totals[key] += [
-                (f"{name}/{item[0]}", item[1]) if isinstance(item, tuple) else _prefixed(item, name)
+                (f"{shown}/{item[0]}", item[1]) if isinstance(item, tuple) else _prefixed(item, shown)
                 for item in comparison[key]
             ]
     if not compared:
