@@ -5,7 +5,7 @@
 Embeds the same FastAPI chunks four ways, each in its own process (the kernels are chosen when torch loads), the
 four interleaved so that the machine's load falls on all of them alike:
 
-- float32 with the pinned kernels (``ragcal.numerics``: torch AVX2, MKL's AVX2 path): what the study runs;
+- float32 with the pinned kernels (``ragcal.numerics``: torch AVX2, MKL's strict AVX2 path): what the study runs;
 - float32 with other kernels of this machine (torch's generic ones, MKL's SSE2 path): another processor;
 - float64 (the model cast to double, vectors rounded to float32 at the end) with each of the two.
 
@@ -27,9 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ragcal.numerics import PINNED_ENVIRONMENT  # noqa: E402
+
 KERNELS = {
-    "pinned": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"},
-    "other": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"},
+    "pinned": dict(PINNED_ENVIRONMENT),
+    "other": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "NPY_DISABLE_CPU_FEATURES": "X86_V3 X86_V4"},
 }
 
 WORKER = r"""

@@ -5,23 +5,28 @@ same inputs, MiniLM's vectors from torch's AVX2 kernels and MKL's AVX2 path
 differ from those of its generic kernels and MKL's SSE2 path (the study's
 "another machine": ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE``) in 96%
 of their components, by at most 1.8e-7; an AMD EPYC moved the study's dense
-scores by up to 1.2e-7 (``dense_top1``) and 9.4e-7 (``dense_smv``). Computing
-the model in float64 and rounding to float32 removes that (0 of 115,200
-components differed between the two kernel sets), but costs 2.1 times the
-embedding time: see ``benchmarks/bench_anchoring.py``.
+scores by up to 1.2e-7 (``dense_top1``) and 9.4e-7 (``dense_smv``), and
+another Intel machine, pinned, by as much. Computing the model in float64 and
+rounding to float32 removes that (0 of 76,800 components differed between the
+two kernel sets), but costs 2 times the embedding time, where anchoring costs
+0.2 s per corpus: see ``benchmarks/bench_anchoring.py``.
 
 So the study does not make the model exact. It compares each model-derived
 quantity with the committed one within a tolerance declared per quantity
 (:data:`TOLERANCES`), and continues from the committed values when every value
 is within it. Everything downstream (thresholds, held-out splits, intervals,
 figures) is deterministic statistics of those values, so it is rewritten byte
-for byte. Two quantities are anchored, before anything is computed from them:
+for byte. Anchored, before anything is computed from them:
 
-- the dense run (``runs/dense.run``): per question, the same chunks in the
-  same order, every score within tolerance: the committed scores;
-- the score table (``scores.csv``, and the second model's
-  ``scores_wordllama.csv``): the same questions and columns, every column
-  within its tolerance: the committed column.
+- the dense run (``runs/dense.run``; SQuAD commits its top 10 ranks): per
+  question, the same chunks in the same order, every score within
+  tolerance: the committed scores;
+- the dense diagnostics that a score-table column holds as they are (the
+  cosines to the corpus and page centroids, :data:`INFO_COLUMNS`);
+- the score tables (``scores.csv``, the second model's
+  ``scores_wordllama.csv``, the live questions' ``live_scores.csv``): the
+  same questions and columns, every column within its tolerance: the
+  committed column.
 
 A quantity beyond tolerance (a chunk order that changed, a score that moved
 more than declared) keeps this run's values and is reported; so is the number
