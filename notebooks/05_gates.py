@@ -135,7 +135,7 @@ save_figure(surface.figure_, f"{figures_dir}/floor_gap");
 # - The chain answers 0.94 of answerable questions, with hedges at 0.06. This comes at the cost of hedging on 0.09 of
 #   near-domain questions, and its refusal shares (0.91, 1.00, 0.95) are unchanged.
 # - Of the sample questions, the cookie question was answered by the hybrid stage and the background-task question by
-#   the keyword stage (BM25 22.302768). The Prometheus and banana-bread questions were refused with a message naming
+#   the keyword stage (BM25 22.303). The Prometheus and banana-bread questions were refused with a message naming
 #   related pages from the 2,282 passages of 153 pages.
 # - Over many splits, the threshold `keep@0.95` gate refuses on average 0.791 of near-domain questions (p2.5 to p97.5:
 #   0.636 to 0.955) and 0.893 of all unanswerable ones. `keep@1.0` refuses 0.677 of near-domain questions.

@@ -414,7 +414,8 @@ def run_judge(args) -> None:
 def run_benchmark(args, *, timings=None, anchors=None) -> None:
     """``ragcal reproduce --benchmark NAME``: the benchmark study, then its notebook (figures/<NAME>/)."""
     from ..embedding import load_embedder
-    from .imported import BENCHMARKS, reproduce_benchmark
+    from .imported import BENCHMARKS
+    from .imported_reproduce import reproduce_benchmark
     from .timings import StageTimings
 
     timings = timings if timings is not None else StageTimings()
