@@ -288,9 +288,7 @@ def _verdict(compared, anchors) -> list[str]:
         globs = read_run_dependent(listing) if listing is not None and listing.is_file() else []
         ignore = [glob.removeprefix(f"{name}/") for glob in globs]
         comparison = compare_files(folder, committed, ignore=ignore)
-        ignored += sum(1 for path in folder.rglob("*") if path.is_file()) - sum(
-            1 for path in folder.rglob("*") if path.is_file() and not _ignored(path.relative_to(folder), ignore)
-        )
+        ignored += sum(1 for path in folder.rglob("*") if path.is_file() and _ignored(path.relative_to(folder), ignore))
         shown = Path(os.path.relpath(folder)).as_posix() if folder.is_absolute() else folder.as_posix()
         for key in totals:
             totals[key] += [
