@@ -31,6 +31,7 @@ import argparse
 import sys
 
 from . import calibrate, chunking, gates, importers, join, judges, llm, monitor, review, scores, serve
+from ..extras import MissingExtraError, require_extra
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]
@@ -50,15 +51,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Commands whose output is compared bit for bit with committed files: they run with pinned kernels.
 PINNED_COMMANDS = ("reproduce", "golden")
+#: Commands that always need an optional extra (ragcal.extras), checked before anything runs. Commands that need
+#: one only with some options (``score --corpus``, ``score --candidates``, ``fit-gate --reranker``,
+#: ``llm-abstain --corpus``) check it themselves, first.
+COMMAND_EXTRAS = {
+    "ask": "retrieval",
+    "serve": "retrieval",
+    "sweep-chunking": "retrieval",
+    "train-judge": "retrieval",
+    "golden": "study",
+    "reproduce": "study",
+    "try-signal": "study",
+}
 
 
 def main(argv=None) -> int:
     """Run one ``ragcal`` command (``argv``: its words, ``sys.argv[1:]`` when None) and return its exit code.
 
-    A ``ValueError`` or ``OSError`` (a bad file, option or value) is printed as one line naming the problem, and
-    the exit code is 2.
+    A ``ValueError`` or ``OSError`` (a bad file, option or value), or a
+    :class:`~ragcal.extras.MissingExtraError` (a feature whose optional extra is not installed), is printed as one
+    line naming the problem, and the exit code is 2.
     """
     args = build_parser().parse_args(argv)
+    try:
+        if args.command in COMMAND_EXTRAS:
+            require_extra(COMMAND_EXTRAS[args.command], f"ragcal {args.command}")
+    except MissingExtraError as error:
+        print(f"ragcal: error: {error}", file=sys.stderr)
+        return 2
     if args.command in PINNED_COMMANDS:
         from ..numerics import reexec_pinned
 
@@ -66,7 +86,7 @@ def main(argv=None) -> int:
     try:
         load_signals_modules(args)
         code = args.run(args)
-    except (ValueError, OSError) as error:  # CorpusError, QueryFileError and GateFileError are ValueErrors too
+    except (ValueError, OSError, MissingExtraError) as error:  # CorpusError, QueryFileError, GateFileError: ValueErrors
         # One line, never a traceback: the message names the file (OSError's too: "[Errno 21] Is a directory: 'x'").
         print(f"ragcal: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2

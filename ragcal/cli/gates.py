@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..extras import require_extra
 from ._options import (
     LazyChoices,
     LazyHelp,
@@ -181,6 +182,7 @@ def run_fit_gate(args) -> None:
         parse_rule(args.hedge_rule)
     provenance = read_provenance(args.scores)
     if args.reranker is not None:
+        require_extra("retrieval", "ragcal fit-gate --reranker")
         _check_table_reranker(args.reranker, provenance, args.scores)
     if args.signal is None:
         args.signal = "rerank_top1" if args.reranker is not None else "dense_top1"

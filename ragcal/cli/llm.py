@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..extras import require_extra
 from ._options import MODEL_HELP
 
 
@@ -61,6 +62,8 @@ def run_llm_abstain(args) -> int:
     from ..llm.contexts import questions_with_contexts
     from ..llm.local_server import LocalLLMServer
 
+    if args.candidates is None:  # the passages come from an index of the corpus
+        require_extra("retrieval", "ragcal llm-abstain --corpus")
     if args.llm_endpoint is not None and not args.llm_model:
         raise ValueError("--llm-endpoint needs --llm-model NAME (the model field of every request)")
     questions, contexts = questions_with_contexts(

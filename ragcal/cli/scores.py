@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..extras import require_extra
 from ._options import (
     add_access_options,
     add_chunking_options,
@@ -118,6 +119,7 @@ def run_score(args) -> None:
         return run_score_store(args)
     if args.candidates is not None or args.passages is not None or args.run_tag is not None:
         return run_score_candidates(args)
+    require_extra("retrieval", "ragcal score --corpus")
     if args.queries is None:
         raise ValueError("score needs a labeled query file (or --candidates FILE.jsonl, which carries its labels)")
     check_rerank_depth(args)
@@ -153,6 +155,7 @@ def run_score_candidates(args) -> None:
 
     if args.candidates is None:
         raise ValueError("--passages and --run-tag go with --candidates run.trec")
+    require_extra("retrieval", "ragcal score --candidates (dense scores over the candidates)")
     check_judge_depth(args)
     given = [option for dest, (option, default) in args.corpus_only.items() if getattr(args, dest) != default]
     if given:

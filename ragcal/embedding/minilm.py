@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..extras import import_extra, require_extra
 from .cache import CACHE_COMMIT_EVERY, EmbeddingCache, default_cache_dir
 from .models import DEFAULT_MODEL, resolve_model
 
@@ -101,8 +102,7 @@ def kernel_capability() -> str:
     """
     import os
 
-    import torch
-
+    torch = import_extra("torch", "retrieval", "the MiniLM embedder's kernel check")
     capability = str(torch.backends.cpu.get_cpu_capability())
     mkl = os.environ.get("MKL_CBWR")
     return f"{capability}-mkl{mkl.replace(',', '-')}" if mkl else capability
@@ -153,6 +153,7 @@ class Embedder:
         tokens_per_batch: int = TOKENS_PER_BATCH,
         device: str = "cpu",
     ):
+        require_extra("retrieval", "the MiniLM embedder (ragcal.embedding.Embedder)")
         self.spec = resolve_model(model)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.use_cache = use_cache

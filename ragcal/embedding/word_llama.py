@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import sha256_file
+from ..extras import MissingExtraError
 from .cache import default_cache_dir
 from .models import ModelSpec
 
@@ -31,7 +32,7 @@ WORDLLAMA_PREFIX = "wordllama:"
 WORDLLAMA_ENCODING_SCHEME = "mean1"
 #: Texts per WordLlama call (length-sorted; the vectors do not depend on it).
 WORDLLAMA_BATCH = 64
-_WORDLLAMA_INSTALL = "pip install 'wordllama==0.4.0.post1' (an ordinary dependency of ragcal: reinstall ragcal)"
+_WORDLLAMA_INSTALL = "pip install 'wordllama==0.4.0.post1' (or: pip install 'ragcal[retrieval]')"
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,7 @@ def _wordllama_package_dir() -> Path:
 
     spec = importlib.util.find_spec("wordllama")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"WordLlama models need the 'wordllama' package, which is not installed: {_WORDLLAMA_INSTALL}"
-        )
+        raise MissingExtraError("the WordLlama embedder", "retrieval", "wordllama")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -147,6 +146,8 @@ def _wordllama_inference_class():
     try:
         from wordllama.inference import WordLlamaInference
     except ImportError as error:
+        if error.name is not None and error.name.split(".")[0] == "wordllama":
+            raise MissingExtraError("the WordLlama embedder", "retrieval", "wordllama") from error
         raise ImportError(
             f"WordLlama models need the 'wordllama' package, which cannot be imported ({error}): {_WORDLLAMA_INSTALL}"
         ) from error

@@ -47,6 +47,7 @@ import pandas as pd
 
 from .._io import atomic_write_text
 from .._params import check_float, check_int, parameter_error
+from ..extras import require_extra
 from .pairs import PAIR_COLUMNS
 from .protocol import question_key
 from .trained import JUDGE_FORMAT, TrainedJudge, is_judge_folder
@@ -366,6 +367,7 @@ def train_judge(pairs, out_dir, *, training: JudgeTraining | None = None, groups
     TrainedJudge
         The judge, loaded back from ``out_dir``.
     """
+    require_extra("retrieval", "training a judge")
     import torch
     from sentence_transformers import CrossEncoder
     from transformers import get_linear_schedule_with_warmup

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._params import check_choice, check_int
+from ..extras import import_extra
 
 if TYPE_CHECKING:
     import faiss
@@ -88,7 +89,7 @@ def _single_thread():
 
 def build_faiss_index(embeddings: np.ndarray, spec: DenseIndexSpec) -> faiss.Index:
     """An inner-product faiss index of ``spec.kind`` holding ``embeddings`` (float32, C order)."""
-    import faiss
+    faiss = import_extra("faiss", "retrieval", "the dense index (faiss)")
 
     embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
     dim = embeddings.shape[1]

@@ -28,6 +28,7 @@ import numpy as np
 
 from .._io import sha256_file
 from .._params import check_int
+from ..extras import import_extra
 from .base import RetrievalResult
 
 __all__ = [
@@ -99,7 +100,7 @@ def load_cross_encoder(model: str, *, device: str = "cpu", local_files_only: boo
         raise RerankerLoadError(f"{model}: a {what} must be a model folder or a Hub name, not a file")
     elif _looks_like_path(model):
         raise RerankerLoadError(f"{model}: {what} folder not found")
-    from sentence_transformers import CrossEncoder
+    CrossEncoder = import_extra("sentence_transformers", "retrieval", f"the {what}").CrossEncoder
     from transformers.utils import logging as transformers_logging
 
     was_enabled = transformers_logging.is_progress_bar_enabled()

@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from .._io import atomic_write_text, sha256_file
+from ..extras import import_extra
 from ..embedding.cache import CacheWarning
 
 __all__ = [
@@ -375,7 +376,7 @@ def _write_retrievers(folder: Path, dense, bm25: dict) -> dict:
 def _read_retrievers(folder: Path, manifest: dict, chunk_ids, *, embedder, dense_spec):
     """``(dense, bm25)`` from what :func:`_write_retrievers` wrote, searched with ``dense_spec``'s query-time
     parameters; None when the saved graph was built with other parameters than ``dense_spec`` asks for."""
-    import faiss
+    faiss = import_extra("faiss", "retrieval", "reading a saved dense index (faiss)")
 
     from .ann import DenseIndexSpec
     from .dense import DenseRetriever

@@ -20,6 +20,7 @@ from ragcal.embedding import (
     load_embedder,
 )
 from ragcal.embedding.protocol import check_embedder, embedder_name
+from ragcal.extras import MissingExtraError
 from ragcal.gates import GateFileError, fit_threshold_gate, load_gate, save_gate
 from ragcal.queries import load_queries
 from ragcal.retrieval.index import build_index
@@ -201,8 +202,12 @@ def test_a_missing_wordllama_package_is_named_with_the_install_command(monkeypat
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wordllama" else real(name, *a))
-    with pytest.raises(ImportError, match=r"'wordllama' package, which is not installed: pip install 'wordllama=="):
+    with pytest.raises(MissingExtraError) as raised:
         load_embedder("wordllama:l2_supercat_256")
+    assert str(raised.value) == (
+        "the WordLlama embedder needs the retrieval extra: pip install 'ragcal[retrieval]' (wordllama is not installed)"
+    )
+    assert isinstance(raised.value, ImportError)
 
 
 @pytest.fixture
