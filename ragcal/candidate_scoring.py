@@ -48,6 +48,9 @@ _ABSENT_BECAUSE = {
     "rerank": "needs a cross-encoder reranker's scores, and re-scoring candidates runs no reranker",
     "judge": "needs a judge's verdicts on the passages: score with a judge (readers=[judge_reader(...)], `ragcal score --judge`)",
     "run": "needs the exporting system's own scores, which these candidates do not carry",
+    "dense": "needs the candidates embedded (dense re-scoring), which was left out: ragcal's embedding model is the "
+    "retrieval extra (pip install 'ragcal[retrieval]')",
+    "rrf": "needs the dense and bm25_stopwords lists fused, and one of them was left out",
 }
 
 
@@ -109,6 +112,7 @@ def score_candidates(
     rrf_k: int = 60,
     rrf_top: int = 50,
     readers=(),
+    views=None,
 ) -> CandidateScores:
     """Score a user's own candidates: dense, BM25, fused and their own scores, then every signal they feed.
 
@@ -137,6 +141,11 @@ def score_candidates(
         (:func:`ragcal.judges.judge_reader`) reads the first passages of each
         question's dense list into the ``"judge"`` view, which the judge
         signals read. Their provenance is recorded in ``config``.
+    views : sequence of str, default=None
+        Re-score with these retrievers only
+        (:func:`ragcal.retrieval.candidates.candidate_retrievers`); without
+        ``"dense"`` nothing is embedded, so no model stack is needed, and the
+        dense and fused signals are listed in ``left_out``. None: every one.
 
     Returns
     -------
@@ -160,9 +169,13 @@ def score_candidates(
         **({} if model is None else {"model": model}),
         cache_dir=cache_dir,
         use_cache=use_cache,
+        views=views,
     )
-    pool = retrievers["dense"].pool
-    left_out = left_out_signals((*retrievers, "rrf", *(reader.name for reader in readers)))
+    if readers and "dense" not in retrievers:
+        raise ValueError("readers (a judge) read the dense list: re-score with the dense view")
+    pool = next(iter(retrievers.values())).pool
+    fused = ["rrf"] if {"dense", "bm25_stopwords"} <= set(retrievers) else []
+    left_out = left_out_signals((*retrievers, *fused, *(reader.name for reader in readers)))
     blocked = [name for name in names or () if name in left_out]
     if blocked:
         raise ValueError(f"signal {blocked[0]!r} cannot be computed from these candidates: it {left_out[blocked[0]]}")
@@ -170,7 +183,8 @@ def score_candidates(
     retrieved = retrieve_with(retrievers, queries["query"], k=depth, rrf_k=rrf_k, rrf_top=rrf_top)
     apply_readers(readers, queries["query"], retrieved, dict(zip(pool.chunk_ids, pool.texts)) if readers else {})
     table = score_table(queries, retrieved, signals=names)
-    embedder, bm25 = retrievers["dense"].embedder, retrievers["bm25_raw"]
+    embedder = retrievers["dense"].embedder if "dense" in retrievers else None
+    bm25 = retrievers.get("bm25_raw")
     config = {
         "ragcal_version": __version__,
         "scoring": "candidates",
@@ -179,9 +193,10 @@ def score_candidates(
         "n_pool_passages": len(pool),
         "candidate_depth": pool.depth,
         "collection": "the candidate pool: every passage listed under some question, one chunk each",
-        "model": embedder_name(embedder),
-        "model_fingerprint": embedder.fingerprint,
-        "bm25": {key: getattr(bm25.bm25, key) for key in ("k1", "b", "epsilon")},
+        "model": embedder_name(embedder) if embedder is not None else None,
+        "model_fingerprint": embedder.fingerprint if embedder is not None else None,
+        "bm25": {key: getattr(bm25.bm25, key) for key in ("k1", "b", "epsilon")} if bm25 is not None else None,
+        "retrievers": sorted(retrievers),
         "rrf_k": rrf_k,
         "rrf_top": rrf_top,
         "run_scores": "run" in retrievers,

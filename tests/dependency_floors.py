@@ -11,8 +11,10 @@ Hugging Face Hub offline, in three steps:
    sentence-transformers, faiss or WordLlama was installed, and prints the environment's size. Then, on the committed
    FastAPI score table, its runs and its labeled questions: ``ragcal calibrate`` (pandas and DuckDB),
    ``fit-gate`` of every kind (threshold, floor + gap, chain, learned, and the certified ``risk_guarantee@0.2``),
-   ``join`` of a logged signal and ``monitor``; and the one-line errors of the commands that need the retrieval
-   extra (``score --corpus``, ``ask``, ``review LIVE_LOG``), which must write nothing. Then the framework extras at
+   ``join`` of a logged signal and ``monitor``; the one-line errors of the commands that need the retrieval
+   extra (``score --corpus``, ``ask`` on an index, ``review LIVE_LOG``), which must write nothing; and a system's own
+   candidates with their scores through ``score --candidates``, ``fit-gate --signal run_top1`` and
+   ``ask --candidates``, nothing embedded. Then the framework extras at
    their floors, still without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own
    ``DeterministicFakeEmbedding`` (the bundled FastAPI docs) decides inside LangChain as on the table it was fitted on.
 1. The retrieval extra at its floors, torch held at 2.13.0, the CPU build that ``make`` installs: it goes in first,
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import re
@@ -227,7 +230,7 @@ MODEL_STACK = ("torch", "transformers", "sentence-transformers", "faiss-cpu", "g
 #: Commands of the retrieval extra, run from the core install: each must print its one-line error and write nothing.
 NEEDS_RETRIEVAL = {
     "ragcal score --corpus": ["score", "queries.csv", "--corpus", "corpus", "--out", "missing.csv"],
-    "ragcal ask": ["ask", "--gate", "threshold.json", "--json", "How do I set a cookie?"],
+    "ragcal ask (without --candidates)": ["ask", "--gate", "threshold.json", "--json", "How do I set a cookie?"],
     "ragcal review LIVE_LOG (the sample's passages come from the gate's index)": [
         "review", "live_scores.csv", "--gate", "threshold.json", "--out", "missing-review.csv"
     ],
@@ -485,6 +488,38 @@ class Job:
         if "shift_detected" not in outputs[8]["stdout"]:
             raise JobFailed(f"monitor printed no report:\n{outputs[8]['stdout'][-2000:]}")
         self.missing_extra_errors(folder)
+        self.own_candidates(folder)
+
+    def own_candidates(self, folder: Path) -> None:
+        """A system's own candidates and scores: ``score --candidates`` (BM25 and the run, nothing embedded),
+        ``fit-gate`` on ``run_top1`` and ``ask --candidates`` on the same questions without their labels."""
+        self.say("the core alone: score --candidates -> fit-gate --signal run_top1 -> ask --candidates")
+        labeled, unlabeled = [], []
+        for number, row in enumerate(csv.DictReader(io.StringIO(textwrap.dedent(QUERIES)))):
+            answerable = row["answerable"] == "true"
+            first = row["gold"] if answerable else sorted(PAGES)[number % len(PAGES)]
+            second = next(name for name in sorted(PAGES) if name != first)
+            passages = [
+                {"id": name, "text": textwrap.dedent(PAGES[name]), "score": score}
+                for name, score in ((first, (0.8 if answerable else 0.4) - number / 100), (second, 0.1))
+            ]
+            question = {"id": row["id"], "query": row["query"], "passages": passages}
+            labeled.append({**question, "answerable": answerable, "slice": row["slice"]})
+            unlabeled.append(question)
+        for name, lines in (("candidates.jsonl", labeled), ("new-candidates.jsonl", unlabeled)):
+            (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+        outputs = self.ragcal_commands(folder, [
+            ["score", "--candidates", "candidates.jsonl", "--out", "candidate-scores.csv"],
+            ["fit-gate", "candidate-scores.csv", "--signal", "run_top1", "--rule", "keep@1.0", "--out", "run.json"],
+            ["ask", "--gate", "run.json", "--candidates", "new-candidates.jsonl", "--json"],
+        ])  # fmt: skip
+        if "left out dense_top1: needs the candidates embedded" not in outputs[0]["stdout"]:
+            raise JobFailed(f"score --candidates did not say that dense was left out:\n{outputs[0]['stdout'][-3000:]}")
+        actions = [json.loads(line)["action"] for line in outputs[2]["stdout"].splitlines() if line.startswith("{")]
+        expected = ["answer" if line["answerable"] else "refuse" for line in labeled]
+        if actions != expected:
+            raise JobFailed(f"ask --candidates decided {actions}, expected {expected}:\n{outputs[2]['stdout'][-3000:]}")
+        self.say(f"    {actions.count('answer')} answered, {actions.count('refuse')} refused, as their labels say")
 
     def missing_extra_errors(self, folder: Path) -> None:
         """Each command that needs the retrieval extra: exit 2, its one-line error, nothing written."""

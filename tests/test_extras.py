@@ -65,11 +65,11 @@ def test_import_extra_lets_an_installed_package_s_own_missing_dependency_through
     [
         (["score", "queries.csv", "--out", "scores.csv", "--runs", "runs"], "ragcal score --corpus", "retrieval"),
         (
-            ["score", "--candidates", "candidates.jsonl", "--out", "scores.csv"],
-            "ragcal score --candidates (dense scores over the candidates)",
+            ["score", "--candidates", "candidates.jsonl", "--out", "scores.csv", "--judge", "judge"],
+            "ragcal score --candidates --judge",
             "retrieval",
         ),
-        (["ask", "--gate", "gate.json", "How do I?"], "ragcal ask", "retrieval"),
+        (["ask", "--gate", "gate.json", "How do I?"], "ragcal ask (without --candidates)", "retrieval"),
         (["serve", "--gate", "gate.json"], "ragcal serve", "retrieval"),
         (["sweep-chunking", "queries.csv", "--out", "sweep.csv"], "ragcal sweep-chunking", "retrieval"),
         (["train-judge", "queries.csv", "--out", "judge"], "ragcal train-judge", "retrieval"),

@@ -300,7 +300,10 @@ def load_signals_modules(args) -> None:
 
 
 def print_slice_summary(table, signal="dense_top1") -> None:
+    """``signal`` by slice; the table's first signal when it has no ``signal`` (candidates scored without dense)."""
     from ..metrics.outcomes import slice_summary
 
+    if signal not in table.columns and table.shape[1] > 4:
+        signal = table.columns[4]
     print(f"\n{signal} by slice:")
     print(slice_summary(table, signal).to_string())

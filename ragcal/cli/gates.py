@@ -101,6 +101,15 @@ def add_parsers(commands) -> None:
     ask.add_argument("question", nargs="*", help="question(s) to ask")
     ask.add_argument("--queries", type=Path, default=None, help="CSV with a 'query' column (and 'id')")
     ask.add_argument("--json", action="store_true", help="one JSON object per line")
+    ask.add_argument(
+        "--candidates",
+        type=Path,
+        default=None,
+        metavar="FILE.jsonl",
+        help="decide on your system's own candidates instead of an index: a candidates JSONL (questions with their "
+        "passages and scores, no labels needed), for a gate fitted on `ragcal score --candidates`; a gate on your "
+        "scores (run_*) or BM25 needs no model stack",
+    )
     add_gate_index_options(ask)
     ask.set_defaults(run=run_ask)
 
@@ -401,6 +410,25 @@ def _ask_queries(args):
     return ids + [None] * len(args.question), list(frame["query"]) + list(args.question)
 
 
+def _ask_candidates(args):
+    """``ask --candidates``: the gate decides on each question's own candidates (:func:`ragcal.gates.ask_candidates`)."""
+    from ..gates import ask_candidates, read_gate_file
+    from ..importers.candidates import read_candidates_jsonl
+
+    given = [option for dest, option in INDEX_ONLY.items() if getattr(args, dest) is not None]
+    if args.question or args.queries is not None or given:
+        extra = [*(["QUESTION"] if args.question else []), *(["--queries"] if args.queries is not None else []), *given]
+        raise ValueError(f"{', '.join(extra)} cannot be used with --candidates: the file holds the questions and "
+                         "their passages")  # fmt: skip
+    document = read_gate_file(args.gate)
+    gate = document["gate"]
+    if set(gate.retrievers) & {"dense", "rrf"}:
+        require_extra("retrieval", f"ragcal ask --candidates with a gate on {', '.join(gate.retrievers)} scores")
+    candidates = read_candidates_jsonl(args.candidates, require_labels=False)
+    decisions, table = ask_candidates(gate, candidates, provenance=document["provenance"], cache_dir=args.cache_dir)
+    return list(table["id"]), list(table["query"]), decisions, gate
+
+
 def _print_decision(query, decision, gate) -> None:
     refusals = gate.refusals
     print(f"? {query}")
@@ -457,14 +485,33 @@ def load_gate_and_index(args, *, command: str = "ask"):
     return document, gate, index
 
 
+#: ``ask`` options that describe an index of a corpus, with their defaults: refused with ``--candidates``.
+INDEX_ONLY = {
+    "corpus": "--corpus",
+    "model": "--model",
+    "exclude": "--exclude",
+    "reranker": "--reranker",
+    "rerank_depth": "--rerank-depth",
+    "judge": "--judge",
+    "judge_depth": "--judge-depth",
+    "access": "--access",
+    "access_map": "--access-map",
+    "default_access": "--default-access",
+}
+
+
 def run_ask(args) -> None:
     import json
 
     from ..gates import ask
 
-    ids, questions = _ask_queries(args)
-    _, gate, index = load_gate_and_index(args, command="ask")
-    decisions, _ = ask(gate, index, questions)
+    if args.candidates is not None:
+        ids, questions, decisions, gate = _ask_candidates(args)
+    else:
+        require_extra("retrieval", "ragcal ask (without --candidates)")
+        ids, questions = _ask_queries(args)
+        _, gate, index = load_gate_and_index(args, command="ask")
+        decisions, _ = ask(gate, index, questions)
     for query_id, question, decision in zip(ids, questions, decisions):
         if args.json:
             record = {"id": query_id} if query_id is not None else {}

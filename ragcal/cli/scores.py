@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..extras import require_extra
+from ..extras import missing_modules, require_extra
 from ._options import (
     add_access_options,
     add_chunking_options,
@@ -148,6 +148,7 @@ def run_score_candidates(args) -> None:
     """``ragcal score --candidates``: re-score exported candidates, write the table, say what was left out."""
     from .._io import sha256_file
     from ..candidate_scoring import score_candidates
+    from ..embedding.models import DEFAULT_MODEL
     from ..importers.candidates import read_candidates_jsonl
     from ..importers.trec import read_trec_candidates
     from ..runs import write_trec_runs
@@ -155,8 +156,11 @@ def run_score_candidates(args) -> None:
 
     if args.candidates is None:
         raise ValueError("--passages and --run-tag go with --candidates run.trec")
-    require_extra("retrieval", "ragcal score --candidates (dense scores over the candidates)")
     check_judge_depth(args)
+    # Without the retrieval extra, the candidates are re-scored by BM25 and their own scores only (no embedding).
+    views = None if not missing_modules("retrieval") else ("bm25_raw", "bm25_stopwords", "run")
+    if views is not None and (args.judge is not None or args.model != DEFAULT_MODEL):
+        require_extra("retrieval", f"ragcal score --candidates {'--judge' if args.judge is not None else '--model'}")
     given = [option for dest, (option, default) in args.corpus_only.items() if getattr(args, dest) != default]
     if given:
         raise ValueError(
@@ -184,7 +188,12 @@ def run_score_candidates(args) -> None:
         candidates = read_candidates_jsonl(args.candidates)
     readers = judge_readers(args)  # loaded before anything is embedded, so a bad judge fails early
     scores = score_candidates(
-        candidates, model=args.model, cache_dir=args.cache_dir, use_cache=not args.no_cache, readers=readers
+        candidates,
+        model=args.model,
+        cache_dir=args.cache_dir,
+        use_cache=not args.no_cache,
+        readers=readers,
+        views=views if views is None or candidates.has_scores else views[:2],
     )
     config = {**scores.config, "run_tag": args.run_tag}
     config.update({name: str(path) for name, path in files.items()})

@@ -17,7 +17,7 @@ has ``decide(results)``, ``decide_table(table)`` (for evaluation),
 ``to_dict()`` and ``from_dict()``.
 """
 
-from .ask import ask
+from .ask import ask, ask_candidates
 from .base import Decision, Gate
 from .certify import (
     certify_chain,
@@ -59,6 +59,7 @@ __all__ = [
     "GateFileError",
     "GateWarning",
     "ask",
+    "ask_candidates",
     "gate_outcomes",
     "heldout_gates",
     "summarize_heldout_gates",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-__all__ = ["ask"]
+__all__ = ["ask", "ask_candidates"]
 
 
 def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list, pd.DataFrame]:
@@ -40,10 +40,15 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
         gate.decide({name: per_query[position] for name, per_query in retrieved.items()}, query=question)
         for position, question in enumerate(questions)
     ]
-    table = pd.DataFrame(
+    return decisions, decision_table(decisions, questions, ids)
+
+
+def decision_table(decisions, questions, ids=None) -> pd.DataFrame:
+    """``id, query, action, score, stage, tier, passages, message``: one row per decision, for display."""
+    return pd.DataFrame(
         {
             "id": list(ids) if ids is not None else [None] * len(questions),
-            "query": questions,
+            "query": list(questions),
             "action": [decision.action for decision in decisions],
             "score": [decision.score for decision in decisions],
             "stage": [decision.stage for decision in decisions],
@@ -55,4 +60,84 @@ def ask(gate, index, questions, *, ids=None, allowed_levels=None) -> tuple[list,
             "message": [decision.message for decision in decisions],
         }
     )
-    return decisions, table
+
+
+def ask_candidates(gate, candidates, *, provenance: dict, embedder=None, cache_dir=None, use_cache: bool = True):
+    """Let ``gate`` decide on questions that come with their own candidates: no index, no corpus.
+
+    Only the retriever views the gate reads are built over the candidates
+    (:func:`ragcal.retrieval.candidates.candidate_retrievers` with
+    ``views=gate.retrievers``). A gate on the system's own scores (``run_*``)
+    or on BM25 therefore needs no model stack; one on ``dense`` or ``rrf``
+    embeds the pool with the model the gate was fitted with.
+
+    Parameters
+    ----------
+    gate : Gate
+    candidates : CandidateSet
+        The questions and their candidates, best first
+        (:func:`ragcal.importers.read_candidates_jsonl` with
+        ``require_labels=False``); labels are not read.
+    provenance : dict
+        The gate file's provenance: the gate must have been fitted on a table
+        that ``ragcal score --candidates`` wrote (``scoring: candidates``), and
+        a dense view is embedded with its ``model``, whose fingerprint must match.
+    embedder : EmbedderProtocol, default=None
+        For a dense view: overrides the recorded model (its fingerprint is
+        still checked).
+    cache_dir, use_cache
+        The embedding cache, for a dense view.
+
+    Returns
+    -------
+    decisions : list of Decision
+    table : DataFrame
+        As :func:`ask` returns it, in the candidates' order.
+
+    Raises
+    ------
+    GateFileError
+        The gate was not fitted on candidates, or with another model.
+
+    Notes
+    -----
+    BM25's statistics and the dense diagnostics are those of the pool these
+    candidates form (:mod:`ragcal.retrieval.candidates`); the list-only
+    signals (``run_*``, ``dense_top1``, ``dense_gap``, the top-k summaries)
+    depend on each question's own list only.
+    """
+    from ..embedding.loading import load_embedder
+    from ..retrieval.candidates import candidate_retrievers
+    from ..retrieval.protocol import retrieve_with
+    from .files import GateFileError
+
+    if provenance.get("scoring") != "candidates":
+        raise GateFileError(
+            f"the gate was fitted on {provenance.get('score_scale') or 'scores of an index of a corpus'}, not on "
+            "candidates scored by `ragcal score --candidates`; decide with `ragcal ask` on its corpus, or score your "
+            "candidates and fit again"
+        )
+    views = set(gate.retrievers)
+    if views & {"dense", "rrf"}:
+        if embedder is None:
+            embedder = load_embedder(provenance.get("model"), cache_dir=cache_dir, use_cache=use_cache)
+        if embedder.fingerprint != provenance.get("model_fingerprint"):
+            raise GateFileError(
+                f"the gate was fitted on dense scores of {provenance.get('model_fingerprint')}, not of "
+                f"{embedder.fingerprint}; a threshold on another model's scale is wrong, not approximate"
+            )
+    retrievers = candidate_retrievers(candidates, embedder=embedder, views=views)
+    questions = [question.query for question in candidates.questions]
+    depth = max((len(question.passage_ids) for question in candidates.questions), default=1)
+    retrieved = retrieve_with(
+        retrievers,
+        questions,
+        k=max(depth, 1),
+        rrf_k=provenance.get("rrf_k", 60),
+        rrf_top=provenance.get("rrf_top", 50),
+    )
+    decisions = [
+        gate.decide({name: per_query[position] for name, per_query in retrieved.items()}, query=question)
+        for position, question in enumerate(questions)
+    ]
+    return decisions, decision_table(decisions, questions, [question.id for question in candidates.questions])

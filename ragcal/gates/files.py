@@ -67,6 +67,11 @@ PROVENANCE_KEYS = (
     "framework",
     "store_depth",
     "store_contents",
+    # a score table of a system's own candidates (`ragcal score --candidates`): `ragcal ask --candidates` rebuilds
+    # the views the gate reads over new candidates, fused as they were
+    "scoring",
+    "rrf_k",
+    "rrf_top",
 )
 #: Provenance that must match the index exactly (anything else changes the score scale).
 CHUNKING_KEYS = ("chunker", "max_tokens", "window", "expand_includes")

@@ -72,6 +72,7 @@ __all__ = [
     "CandidateRunRetriever",
     "candidate_pool",
     "candidate_retrievers",
+    "CANDIDATE_VIEWS",
     "passage_text",
 ]
 
@@ -341,8 +342,18 @@ class CandidateRunRetriever:
         return results
 
 
+#: The retrievers :func:`candidate_retrievers` can build; ``rrf`` is fused from ``dense`` and ``bm25_stopwords``.
+CANDIDATE_VIEWS = ("dense", "bm25_raw", "bm25_stopwords", "run")
+
+
 def candidate_retrievers(
-    candidates: CandidateSet, *, embedder=None, model: str = DEFAULT_MODEL, cache_dir=None, use_cache: bool = True
+    candidates: CandidateSet,
+    *,
+    embedder=None,
+    model: str = DEFAULT_MODEL,
+    cache_dir=None,
+    use_cache: bool = True,
+    views=None,
 ) -> dict:
     """``{"dense", "bm25_raw", "bm25_stopwords"[, "run"]: retriever}`` over one pool of ``candidates``.
 
@@ -356,23 +367,39 @@ def candidate_retrievers(
         packaged MiniLM).
     cache_dir, use_cache
         The embedding cache (:func:`ragcal.embedding.load_embedder`).
+    views : sequence of str, default=None
+        Build only these retrievers (names of :data:`CANDIDATE_VIEWS`; ``"rrf"``
+        stands for the two it fuses). Without ``"dense"`` no embedder is
+        loaded, so the candidates' own scores and BM25 need no model stack.
+        None builds every one.
 
     Returns
     -------
     dict of str to retriever
         ``"run"`` only when every question with candidates carries scores
-        (:attr:`CandidateSet.has_scores`).
+        (:attr:`CandidateSet.has_scores`), or when ``views`` asks for it (then
+        a question without scores is an error).
     """
-    if embedder is None:
-        embedder = load_embedder(model, cache_dir=cache_dir, use_cache=use_cache)
-    else:
-        check_embedder(embedder, function="candidate_retrievers")
+    wanted = set(CANDIDATE_VIEWS) if views is None else set(views)
+    if "rrf" in wanted:
+        wanted = (wanted - {"rrf"}) | {"dense", "bm25_stopwords"}
+    unknown = sorted(wanted - set(CANDIDATE_VIEWS))
+    if unknown:
+        raise ValueError(
+            f"candidate_retrievers cannot build {', '.join(map(repr, unknown))}: it builds "
+            f"{', '.join(CANDIDATE_VIEWS)} (and rrf from dense and bm25_stopwords)"
+        )
     pool = candidate_pool(candidates)
-    retrievers = {
-        "dense": CandidateDenseRetriever(pool, embedder.encode(list(pool.texts)), embedder=embedder),
-        "bm25_raw": CandidateBM25Retriever(pool, variant="raw"),
-        "bm25_stopwords": CandidateBM25Retriever(pool, variant="stopwords"),
-    }
-    if candidates.has_scores:
+    retrievers = {}
+    if "dense" in wanted:
+        if embedder is None:
+            embedder = load_embedder(model, cache_dir=cache_dir, use_cache=use_cache)
+        else:
+            check_embedder(embedder, function="candidate_retrievers")
+        retrievers["dense"] = CandidateDenseRetriever(pool, embedder.encode(list(pool.texts)), embedder=embedder)
+    for variant in ("raw", "stopwords"):
+        if f"bm25_{variant}" in wanted:
+            retrievers[f"bm25_{variant}"] = CandidateBM25Retriever(pool, variant=variant)
+    if "run" in wanted and (candidates.has_scores or views is not None):
         retrievers["run"] = CandidateRunRetriever(pool)
     return retrievers

@@ -126,7 +126,7 @@ def test_without_the_systems_scores_the_run_signals_are_left_out(tmp_path, embed
     assert not any(column.startswith("run_") for column in result.table.columns)
     assert "do not carry" in result.left_out["run_top1"] and "run" not in result.retrieved
     assert left_out_signals(("dense",))["rrf_top1"] == (
-        "needs results of the retriever 'rrf', which re-scoring candidates does not produce"
+        "needs the dense and bm25_stopwords lists fused, and one of them was left out"
     )
     with pytest.raises(ValueError, match=r"signal 'run_top1' cannot be computed from these candidates: it needs the "):
         score_candidates(
