@@ -70,7 +70,7 @@ def test_import_extra_lets_an_installed_package_s_own_missing_dependency_through
             "retrieval",
         ),
         (["ask", "--gate", "gate.json", "How do I?"], "ragcal ask (without --candidates)", "retrieval"),
-        (["serve", "--gate", "gate.json"], "ragcal serve", "retrieval"),
+        (["serve", "--gate", "gate.json"], "ragcal serve (without --candidates)", "retrieval"),
         (["sweep-chunking", "queries.csv", "--out", "sweep.csv"], "ragcal sweep-chunking", "retrieval"),
         (["train-judge", "queries.csv", "--out", "judge"], "ragcal train-judge", "retrieval"),
         (["fit-gate", "scores.csv", "--out", "gate.json", "--reranker", "model"], "ragcal fit-gate --reranker", "retrieval"),

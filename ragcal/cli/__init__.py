@@ -54,9 +54,8 @@ PINNED_COMMANDS = ("reproduce", "golden")
 #: Commands that always need an optional extra (ragcal.extras), checked before anything runs; ``reproduce`` needs
 #: the study extra unless it skips the notebooks (:func:`needed_extra`). Commands that need one only with some
 #: options (``score --corpus``, ``score --candidates``, ``fit-gate --reranker``, ``llm-abstain --corpus``,
-#: ``review LIVE_LOG``, ``ask`` without ``--candidates``) check it themselves, first.
+#: ``review LIVE_LOG``, ``ask`` and ``serve`` without ``--candidates``) check it themselves, first.
 COMMAND_EXTRAS = {
-    "serve": "retrieval",
     "sweep-chunking": "retrieval",
     "train-judge": "retrieval",
     "golden": "retrieval",

@@ -11,6 +11,7 @@ import ipaddress
 import os
 import sys
 
+from ..extras import require_extra
 from .gates import add_gate_index_options
 
 #: Where ``ragcal serve`` listens unless told otherwise: this machine only.
@@ -54,6 +55,13 @@ def add_parsers(commands) -> None:
         "change the last bits of scores, see docs/serving.md)",
     )
     serve.add_argument("--access-log", action="store_true", help="log one line per request (method, path, status)")
+    serve.add_argument(
+        "--candidates",
+        action="store_true",
+        help="no index: each POST /decide brings its question's candidates, best first, with your scores "
+        "({\"query\": ..., \"candidates\": [{\"id\", \"text\", \"score\"}, ...]}), for a gate fitted on "
+        "`ragcal score --candidates`; a gate on your scores (run_*) or BM25 needs no model stack",
+    )
     serve.set_defaults(run=run_serve)
 
 
@@ -73,6 +81,30 @@ def _check_address(host: str, port: int) -> None:
         )
 
 
+def _serve_candidates(args) -> int:
+    """``ragcal serve --candidates``: no index; each request brings its candidates (ragcal.serve_candidates)."""
+    from ..gates import read_gate_file
+    from ..serve_candidates import create_candidates_app
+    from .gates import INDEX_ONLY
+
+    given = [option for dest, option in INDEX_ONLY.items() if getattr(args, dest) is not None]
+    if args.torch_threads is not None:
+        given.append("--torch-threads")
+    if given:
+        raise ValueError(f"{', '.join(given)} cannot be used with --candidates: each request brings its passages")
+    document = read_gate_file(args.gate)
+    gate = document["gate"]
+    if set(gate.retrievers) & {"dense", "rrf"}:
+        require_extra("retrieval", f"ragcal serve --candidates with a gate on {', '.join(gate.retrievers)} scores")
+    app = create_candidates_app(document, max_query_chars=args.max_query_chars)
+    print(f"ragcal serve: {gate.type} gate {args.gate} on the candidates each request brings; "
+          f"http://{args.host}:{args.port}", file=sys.stderr)  # fmt: skip
+    import uvicorn
+
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", access_log=args.access_log)
+    return 0
+
+
 def run_serve(args) -> int:
     from ..serve import create_app, require_serve_dependencies
 
@@ -84,6 +116,9 @@ def run_serve(args) -> int:
     _check_address(args.host, args.port)
     if args.max_query_chars < 1:
         raise ValueError(f"--max-query-chars must be a positive number. Got {args.max_query_chars} instead.")
+    if args.candidates:
+        return _serve_candidates(args)
+    require_extra("retrieval", "ragcal serve (without --candidates)")
     if args.torch_threads is not None and args.torch_threads < 1:
         raise ValueError(f"--torch-threads must be a positive number. Got {args.torch_threads} instead.")
     # This process is the server's own, so these process-wide settings are ours to make. OpenMP reads its

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pandas as pd
 
 __all__ = ["ask", "ask_candidates"]
@@ -107,6 +110,7 @@ def ask_candidates(gate, candidates, *, provenance: dict, embedder=None, cache_d
     depend on each question's own list only.
     """
     from ..embedding.loading import load_embedder
+    from ..retrieval.base import RetrievalResult
     from ..retrieval.candidates import candidate_retrievers
     from ..retrieval.protocol import retrieve_with
     from .files import GateFileError
@@ -126,16 +130,19 @@ def ask_candidates(gate, candidates, *, provenance: dict, embedder=None, cache_d
                 f"the gate was fitted on dense scores of {provenance.get('model_fingerprint')}, not of "
                 f"{embedder.fingerprint}; a threshold on another model's scale is wrong, not approximate"
             )
-    retrievers = candidate_retrievers(candidates, embedder=embedder, views=views)
     questions = [question.query for question in candidates.questions]
-    depth = max((len(question.passage_ids) for question in candidates.questions), default=1)
-    retrieved = retrieve_with(
-        retrievers,
-        questions,
-        k=max(depth, 1),
-        rrf_k=provenance.get("rrf_k", 60),
-        rrf_top=provenance.get("rrf_top", 50),
-    )
+    depth = max((len(question.passage_ids) for question in candidates.questions), default=0)
+    if depth == 0:  # nothing retrieved for any question: each is decided on empty lists (a refusal, with the reason)
+        empty = RetrievalResult("", (), np.empty(0))
+        retrieved = {view: [replace(empty, retriever=view) for _ in questions] for view in views}
+    else:
+        retrieved = retrieve_with(
+            candidate_retrievers(candidates, embedder=embedder, views=views),
+            questions,
+            k=depth,
+            rrf_k=provenance.get("rrf_k", 60),
+            rrf_top=provenance.get("rrf_top", 50),
+        )
     decisions = [
         gate.decide({name: per_query[position] for name, per_query in retrieved.items()}, query=question)
         for position, question in enumerate(questions)
