@@ -92,9 +92,9 @@ def require_extra(extra: str, feature: str) -> None:
     Examples
     --------
     >>> require_extra("retrieval", "ragcal score --corpus")  # doctest: +SKIP
-    Traceback (most recent call last):
-    ...
-    ragcal.extras.MissingExtraError: ragcal score --corpus needs the retrieval extra: pip install 'ragcal[retrieval]' (torch is not installed)
+
+    Without torch, this raises ``MissingExtraError("ragcal score --corpus needs the retrieval extra: pip install
+    'ragcal[retrieval]' (torch is not installed)")``.
     """
     missing = missing_modules(extra)
     if missing:

@@ -11,8 +11,8 @@ Hugging Face Hub offline, in three steps:
    sentence-transformers, faiss or WordLlama was installed, and prints the environment's size. Then, on the committed
    FastAPI score table, its runs and its labeled questions: ``ragcal calibrate`` (pandas and DuckDB),
    ``fit-gate`` of every kind (threshold, floor + gap, chain, learned, and the certified ``risk_guarantee@0.2``),
-   ``join`` of a logged signal and ``monitor``; the one-line errors of the commands that need the retrieval
-   extra (``score --corpus``, ``ask`` on an index, ``review LIVE_LOG``), which must write nothing; and a system's own
+   ``join`` of a logged signal, ``monitor`` and a ``review`` draw without passages; the one-line errors of the
+   commands that need the retrieval extra (``score --corpus``, ``ask`` on an index, ``review LIVE_LOG``), which must write nothing; and a system's own
    candidates with their scores through ``score --candidates``, ``fit-gate --signal run_top1`` and
    ``ask --candidates``, nothing embedded. Then the framework extras at
    their floors, still without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own
@@ -221,7 +221,8 @@ adapter = LangChainStore(store)
 table, config, _ = score_store(queries, adapter, k=5)
 gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
 expected = list(gate.decide_table(table)["action"])
-retriever = GatedRetriever(store=adapter, gate=save_gate("langchain-fake.json", gate, rule="keep@0.95", provenance=config))
+saved = save_gate("langchain-fake.json", gate, rule="keep@0.95", provenance=config)
+retriever = GatedRetriever(store=adapter, gate=saved)
 decided = [retriever.decide(question)["decision"].action for question in queries["query"]]
 print(json.dumps({"expected": expected, "decided": decided}))
 """
@@ -231,7 +232,7 @@ MODEL_STACK = ("torch", "transformers", "sentence-transformers", "faiss-cpu", "g
 NEEDS_RETRIEVAL = {
     "ragcal score --corpus": ["score", "queries.csv", "--corpus", "corpus", "--out", "missing.csv"],
     "ragcal ask (without --candidates)": ["ask", "--gate", "threshold.json", "--json", "How do I set a cookie?"],
-    "ragcal review LIVE_LOG (the sample's passages come from the gate's index)": [
+    "ragcal review LIVE_LOG (the sample's passages come from the gate's index; --passages 0 draws without them)": [
         "review", "live_scores.csv", "--gate", "threshold.json", "--out", "missing-review.csv"
     ],
 }  # fmt: skip
@@ -458,7 +459,7 @@ class Job:
             writer.writerows([row["id"], f"{1 - float(row['bm25_top1_raw']) / 100:.4f}"] for row in rows)
         kinds = ("threshold", "floor-gap", "chain", "learned")
         self.say("the core alone: calibrate (pandas, duckdb), fit-gate " + ", ".join(kinds) + ", risk_guarantee@0.2, "
-                 "join, monitor")  # fmt: skip
+                 "join, monitor, review --passages 0")  # fmt: skip
         outputs = self.ragcal_commands(folder, [
             ["calibrate", "scores.csv", "--rule", "keep@0.95", "--heldout", "20"],
             ["calibrate", "scores.csv", "--rule", "keep@0.95", "--engine", "duckdb"],
@@ -468,6 +469,8 @@ class Job:
             ["join", "scores.csv", "logged.csv", "--direction", "logged_score=lower", "--out", "joined.csv"],
             ["monitor", "live_scores.csv", "--gate", "threshold.json", "--calibration", "scores.csv", "--engine",
              "duckdb", "--json"],
+            ["review", "live_scores.csv", "--gate", "threshold.json", "--out", "review.csv", "--size", "6",
+             "--passages", "0", "--engine", "duckdb"],
         ])  # fmt: skip
         thresholds = [
             [line for line in output["stdout"].splitlines() if "keep@0.95: answer when dense_top1 >=" in line]
@@ -487,6 +490,10 @@ class Job:
             raise JobFailed(f"join wrote {len(joined)} rows without logged_score:\n{outputs[7]['stdout']}")
         if "shift_detected" not in outputs[8]["stdout"]:
             raise JobFailed(f"monitor printed no report:\n{outputs[8]['stdout'][-2000:]}")
+        with open(folder / "review.csv", encoding="utf-8") as handle:
+            drawn = list(csv.DictReader(handle))
+        if len(drawn) != 6:
+            raise JobFailed(f"review --passages 0 drew {len(drawn)} rows, not 6:\n{outputs[9]['stdout'][-2000:]}")
         self.missing_extra_errors(folder)
         self.own_candidates(folder)
 
@@ -526,7 +533,8 @@ class Job:
         before = sorted(folder.rglob("*"))
         for feature, arguments in NEEDS_RETRIEVAL.items():
             result = run([self.python, "-m", "ragcal", *arguments], cwd=folder, env=self.env, check=False)
-            expected = f"ragcal: error: {feature} needs the retrieval extra: pip install 'ragcal[retrieval]' (torch is not installed)"  # fmt: skip
+            expected = (f"ragcal: error: {feature} needs the retrieval extra: pip install 'ragcal[retrieval]' "
+                        "(torch is not installed)")  # fmt: skip
             if result.returncode != 2 or result.stderr.strip().splitlines() != [expected] or result.stdout:
                 raise JobFailed(f"ragcal {' '.join(arguments)} exited {result.returncode}, printed:\n{result.stdout}"
                                 f"{result.stderr[-3000:]}\nexpected exit 2 and only: {expected}")  # fmt: skip
@@ -540,9 +548,10 @@ class Job:
         printed = self.python_in_work(CORE_FRAMEWORK_SCRIPT, self.work / "langchain-fake").stdout
         printed = json.loads(printed.strip().splitlines()[-1])
         if printed["decided"] != printed["expected"] or {"answer", "refuse"} - set(printed["decided"]):
-            raise JobFailed(f"inside LangChain the gate decided {printed['decided']}, on its table {printed['expected']}")
-        self.say(f"    {len(printed['decided'])} questions decided inside LangChain as on the table: "
-                 f"{ {action: printed['decided'].count(action) for action in sorted(set(printed['decided']))} }")  # fmt: skip
+            raise JobFailed(f"inside LangChain the gate decided {printed['decided']}, on its table "
+                            f"{printed['expected']}")  # fmt: skip
+        counts = {action: printed["decided"].count(action) for action in sorted(set(printed["decided"]))}
+        self.say(f"    {len(printed['decided'])} questions decided inside LangChain as on the table: {counts}")
 
     def install_framework_extras(self) -> None:
         """The framework extras at their own floors, after the core's steps: an extra's floor may need a newer core

@@ -32,7 +32,11 @@ def test_a_missing_module_names_the_feature_the_extra_and_the_command(no_faiss):
         "ragcal score --corpus needs the retrieval extra: pip install 'ragcal[retrieval]' (faiss is not installed)"
     )
     assert isinstance(raised.value, ImportError)  # caught by code that expects an ImportError
-    assert (raised.value.feature, raised.value.extra, raised.value.module) == ("ragcal score --corpus", "retrieval", "faiss")
+    assert (raised.value.feature, raised.value.extra, raised.value.module) == (
+        "ragcal score --corpus",
+        "retrieval",
+        "faiss",
+    )
 
 
 def test_the_study_extra_is_the_retrieval_extra_and_more():
@@ -73,11 +77,20 @@ def test_import_extra_lets_an_installed_package_s_own_missing_dependency_through
         (["serve", "--gate", "gate.json"], "ragcal serve (without --candidates)", "retrieval"),
         (["sweep-chunking", "queries.csv", "--out", "sweep.csv"], "ragcal sweep-chunking", "retrieval"),
         (["train-judge", "queries.csv", "--out", "judge"], "ragcal train-judge", "retrieval"),
-        (["fit-gate", "scores.csv", "--out", "gate.json", "--reranker", "model"], "ragcal fit-gate --reranker", "retrieval"),
-        (["llm-abstain", "queries.csv", "--corpus", "docs", "--local-model", "--out", "llm.csv"], "ragcal llm-abstain --corpus", "retrieval"),
+        (
+            ["fit-gate", "scores.csv", "--out", "gate.json", "--reranker", "model"],
+            "ragcal fit-gate --reranker",
+            "retrieval",
+        ),
+        (
+            ["llm-abstain", "queries.csv", "--corpus", "docs", "--local-model", "--out", "llm.csv"],
+            "ragcal llm-abstain --corpus",
+            "retrieval",
+        ),
         (
             ["review", "scores.csv", "--gate", "gate.json", "--out", "review.csv"],
-            "ragcal review LIVE_LOG (the sample's passages come from the gate's index)",
+            "ragcal review LIVE_LOG (the sample's passages come from the gate's index; "
+            "--passages 0 draws without them)",
             "retrieval",
         ),
         (

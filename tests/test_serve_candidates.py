@@ -44,7 +44,10 @@ def body_of(line: dict) -> dict:
 def test_a_real_server_decides_as_ask_candidates(run_gate, tmp_path, capsys):
     lines = candidate_lines(labels=False)
     capsys.readouterr()
-    assert main(["ask", "--gate", str(run_gate), "--candidates", str(write_lines(tmp_path / "q.jsonl", lines)), "--json"]) == 0
+    assert (
+        main(["ask", "--gate", str(run_gate), "--candidates", str(write_lines(tmp_path / "q.jsonl", lines)), "--json"])
+        == 0
+    )
     expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     port = free_port()
     command = [sys.executable, "-m", "ragcal", "serve", "--gate", str(run_gate), "--candidates", "--port", str(port)]
@@ -81,11 +84,17 @@ def test_a_real_server_decides_as_ask_candidates(run_gate, tmp_path, capsys):
         ({"query": " ", "candidates": []}, "query: must not be empty or only whitespace"),
         ({"query": "Why?"}, "candidates: Field required"),
         (
-            {"query": "Why?", "candidates": [{"id": "a", "text": "x", "score": 1.0}, {"id": "a", "text": "y", "score": 0.5}]},
+            {
+                "query": "Why?",
+                "candidates": [{"id": "a", "text": "x", "score": 1.0}, {"id": "a", "text": "y", "score": 0.5}],
+            },
             "candidates: passage id(s) listed twice: a",
         ),
         (
-            {"query": "Why?", "candidates": [{"id": "a", "text": "x", "score": 1.0}, {"id": "b", "text": "y", "score": 2}]},
+            {
+                "query": "Why?",
+                "candidates": [{"id": "a", "text": "x", "score": 1.0}, {"id": "b", "text": "y", "score": 2}],
+            },
             "candidates: scores must not increase down the list (best first; a distance must be negated)",
         ),
         (

@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import calibrate, chunking, gates, importers, join, judges, llm, monitor, review, scores, serve
 from ..extras import MissingExtraError, require_extra
+from . import calibrate, chunking, gates, importers, join, judges, llm, monitor, review, scores, serve
 from ._options import load_signals_modules
 
 __all__ = ["main", "build_parser"]

@@ -411,7 +411,7 @@ def _ask_queries(args):
 
 
 def _ask_candidates(args):
-    """``ask --candidates``: the gate decides on each question's own candidates (:func:`ragcal.gates.ask_candidates`)."""
+    """``ask --candidates``: the gate decides on each question's own candidates (ragcal.gates.ask_candidates)."""
     from ..gates import ask_candidates, read_gate_file
     from ..importers.candidates import read_candidates_jsonl
 

@@ -33,7 +33,9 @@ def add_parsers(commands) -> None:
     add_engine_options(review, bins=False)
     review.add_argument("--near-share", type=float, default=0.5,
                         help="share of each decision's part of the sample drawn near the bar (default 0.5)")
-    review.add_argument("--passages", type=int, default=3, metavar="K", help="top passages per question (default 3)")
+    review.add_argument("--passages", type=int, default=3, metavar="K",
+                        help="top passages per question, from the gate's index (default 3); 0: none, and no index is "
+                        "built (a store ragcal cannot rebuild, or a core install without the retrieval extra)")
     review.add_argument("--labels", type=Path, default=None, help="labeled review CSV (estimate mode)")
     review.add_argument("--confidence", type=float, default=0.95, help="confidence of the intervals (default 0.95)")
     review.add_argument("--calibration", type=Path, default=None,
@@ -53,7 +55,11 @@ def run_review(args) -> None:
         raise ValueError("ragcal review LIVE_LOG needs --out sample.csv")
     if args.refit is not None or args.calibration is not None:
         raise ValueError("--calibration and --refit go with --labels FILE, once the sample is labeled")
-    require_extra("retrieval", "ragcal review LIVE_LOG (the sample's passages come from the gate's index)")
+    if args.passages < 0:
+        raise ValueError(f"--passages must be 0 or more. Got {args.passages} instead.")
+    if args.passages:
+        require_extra("retrieval", "ragcal review LIVE_LOG (the sample's passages come from the gate's index; "
+                      "--passages 0 draws without them)")  # fmt: skip
     from ..gates import read_gate_file
     from ..gates.base import ACTIONS
     from ..logs.review_draw import review_sample_log
@@ -65,8 +71,9 @@ def run_review(args) -> None:
     sample = review_sample_log(read_gate_file(args.gate)["gate"], args.live_log, engine=args.engine,
                                since=args.since, until=args.until, size=args.size, near_share=args.near_share,
                                random_state=args.seed)
-    _, gate, index = load_gate_and_index(args, command="review")
-    sample = attach_passages(sample, index, gate, k=args.passages)
+    if args.passages:
+        _, gate, index = load_gate_and_index(args, command="review")
+        sample = attach_passages(sample, index, gate, k=args.passages)
     write_review_csv(args.out, sample)
     counts = sample.groupby("stratum").agg(size=("stratum_size", "first"), drawn=("id", "size"))
     print(f"wrote {args.out}: {len(sample)} of {int(counts['size'].sum())} questions of {args.live_log} to label "

@@ -23,7 +23,10 @@ def candidate_lines(*, labels: bool = True) -> list[dict]:
     lines = []
     for n, (text, doc) in enumerate(ANSWERABLE):
         other = "db" if doc != "db" else "cors"
-        passages = [{"id": doc, "text": TOPICS[doc], "score": 20.0 - n % 3}, {"id": other, "text": TOPICS[other], "score": 3.0}]
+        passages = [
+            {"id": doc, "text": TOPICS[doc], "score": 20.0 - n % 3},
+            {"id": other, "text": TOPICS[other], "score": 3.0},
+        ]
         lines.append({"id": f"a{n}", "query": text, "answerable": True, "passages": passages})
     for n, text in enumerate(UNANSWERABLE):
         passages = [
@@ -46,7 +49,12 @@ def write_lines(path, lines):
 def scored(tmp_path, capsys):
     """The labeled candidates scored by ``score --candidates`` (every view, MiniLM included)."""
     scores = tmp_path / "scores.csv"
-    assert main(["score", "--candidates", str(write_lines(tmp_path / "run.jsonl", candidate_lines())), "--out", str(scores)]) == 0
+    assert (
+        main(
+            ["score", "--candidates", str(write_lines(tmp_path / "run.jsonl", candidate_lines())), "--out", str(scores)]
+        )
+        == 0
+    )
     capsys.readouterr()
     return scores
 
@@ -110,11 +118,15 @@ def test_ask_candidates_refuses_a_gate_fitted_on_an_index_and_options_of_an_inde
     gate_path = tmp_path / "gate.json"
     assert main(["fit-gate", str(scored), "--out", str(gate_path), "--signal", "run_top1"]) == 0
     document = read_gate_file(gate_path)
-    candidates = read_candidates_jsonl(write_lines(tmp_path / "new.jsonl", candidate_lines(labels=False)), require_labels=False)
+    candidates = read_candidates_jsonl(
+        write_lines(tmp_path / "new.jsonl", candidate_lines(labels=False)), require_labels=False
+    )
     with pytest.raises(GateFileError, match="not on candidates scored by `ragcal score --candidates`"):
         ask_candidates(document["gate"], candidates, provenance={**document["provenance"], "scoring": None})
     capsys.readouterr()
-    code = main(["ask", "--gate", str(gate_path), "--candidates", str(tmp_path / "new.jsonl"), "--corpus", "docs", "Why?"])
+    code = main(
+        ["ask", "--gate", str(gate_path), "--candidates", str(tmp_path / "new.jsonl"), "--corpus", "docs", "Why?"]
+    )
     assert code == 2
     assert capsys.readouterr().err == (
         "ragcal: error: QUESTION, --corpus cannot be used with --candidates: the file holds the questions and their "

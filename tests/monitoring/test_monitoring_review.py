@@ -314,3 +314,25 @@ def test_cli_draws_a_sample_and_estimates_from_its_labels(tmp_path, capsys):
     assert read_gate_file(refit)["fitted"]["n_review_labels"] == 10
     assert main(["review", "--gate", str(gate)]) == 2
     assert "either LIVE_LOG" in capsys.readouterr().err
+
+
+def test_cli_draws_without_passages_and_without_an_index(tmp_path, capsys, monkeypatch):
+    import sys
+
+    from ragcal.cli import main
+
+    live = pd.read_csv(RESULTS / "rust-book" / "scores.csv").drop(columns=["answerable", "slice"]).head(24)
+    live.to_csv(tmp_path / "live.csv", index=False)
+    monkeypatch.setitem(sys.modules, "faiss", None)  # as without the retrieval extra: no index can be built
+    out = tmp_path / "sample.csv"
+    arguments = ["review", "--gate", str(GATES / "threshold_keep095.json"), str(tmp_path / "live.csv"), "--size", "10"]
+    assert main([*arguments, "--out", str(out), "--passages", "0"]) == 0
+    sample = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert len(sample) == 10 and list(sample.columns[: len(REVIEW_COLUMNS)]) == list(REVIEW_COLUMNS)
+    assert not [column for column in sample.columns if column.startswith(("page_", "heading_", "text_"))]
+    capsys.readouterr()
+    assert main([*arguments, "--out", str(tmp_path / "other.csv")]) == 2
+    assert "--passages 0 draws without them) needs the retrieval extra" in capsys.readouterr().err
+    assert not (tmp_path / "other.csv").exists()
+    assert main([*arguments, "--out", str(tmp_path / "other.csv"), "--passages", "-1"]) == 2
+    assert "--passages must be 0 or more. Got -1 instead." in capsys.readouterr().err
