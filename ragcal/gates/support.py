@@ -249,7 +249,8 @@ class SupportMemo:
             if known is not None and row in known:
                 supported[position] = known[row]
                 continue
-            passes = any(page_of(chunk_id) in pages for chunk_id, _ in gate.passages_for(self.results[row], stage=stage))
+            passages = gate.passages_for(self.results[row], stage=stage)
+            passes = any(page_of(chunk_id) in pages for chunk_id, _ in passages)
             if known is not None:
                 known[row] = passes
             supported[position] = passes
