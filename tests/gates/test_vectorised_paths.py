@@ -11,6 +11,8 @@ from ragcal.chunking import page_of
 from ragcal.gates import FloorGapGate, LearnedGate, ThresholdGate, table_support
 from ragcal.gates.certify import certify_chain, chain_cuts
 from ragcal.gates.chain import default_chain
+from ragcal.gates.fit import floor_gap_counts
+from ragcal.gates.floor_gap import floor_gap_answers
 from ragcal.gates.support import SupportMemo, cut_support, passage_cuts
 from ragcal.metrics.selective import _answer_counts, _counts
 from ragcal.retrieval import RetrievalResult
@@ -175,3 +177,20 @@ def test_answer_counts_equal_the_curve_counts():
         np.testing.assert_array_equal(fast_answered, answered)
         np.testing.assert_array_equal(fast_supported, supported)
         assert fast_answered.dtype == answered.dtype and fast_supported.dtype == supported.dtype
+
+
+def test_floor_gap_counts_equal_the_full_grid_of_answers():
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        top = rng.choice(np.linspace(0.2, 0.9, 8), n)
+        second = np.where(rng.random(n) < 0.15, np.nan, top - rng.choice([0.0, 0.05, 0.1, 0.3], n))
+        answerable = rng.random(n) < 0.5
+        floors = np.unique(top)
+        gaps = np.unique(np.concatenate([[0.0], (top - second)[np.isfinite(top - second)]]))
+        answers = floor_gap_answers(
+            top[None, None, :], second[None, None, :], floors[:, None, None], gaps[None, :, None]
+        )
+        kept, refused = floor_gap_counts(top, second, answerable, floors, gaps)
+        np.testing.assert_array_equal(kept, answers[:, :, answerable].sum(axis=2))
+        np.testing.assert_array_equal(refused, (~answers[:, :, ~answerable]).sum(axis=2))
