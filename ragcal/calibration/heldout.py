@@ -111,11 +111,10 @@ def group_splits(groups, *, max_splits: int | None = None, random_state=0) -> li
     return [np.isin(groups, names[list(chosen)]) for chosen in combinations]
 
 
-def _evaluate(table, signal, threshold, higher_is_answerable, evaluation):
-    outcome = outcome_table(
-        table[evaluation], signal, [threshold], higher_is_answerable=higher_is_answerable, intervals=False
+def _evaluate(table, signal, thresholds, higher_is_answerable, evaluation):
+    return outcome_table(
+        table[evaluation], signal, thresholds, higher_is_answerable=higher_is_answerable, intervals=False
     )
-    return outcome.iloc[0]
 
 
 def heldout_outcomes(
@@ -176,15 +175,20 @@ def heldout_outcomes(
         else:
             calibration = splits[split]
         evaluation = ~calibration
-        for rule in rules:
-            threshold, fallback, _ = fit_rule(
+        fitted = [
+            fit_rule(
                 rule,
                 scores[calibration],
                 answerable[calibration],
                 higher_is_answerable=higher_is_answerable,
                 delta=delta,
-            )
-            outcome = _evaluate(table, signal, threshold, higher_is_answerable, evaluation)
+            )[:2]
+            for rule in rules
+        ]
+        # Every rule's threshold in one outcome table: each threshold's counts are its own, whatever comes beside it.
+        outcomes = _evaluate(table, signal, [threshold for threshold, _ in fitted], higher_is_answerable, evaluation)
+        for position, (rule, (threshold, fallback)) in enumerate(zip(rules, fitted)):
+            outcome = outcomes.iloc[position]
             if math.isnan(threshold):  # no threshold, so no outcome either (rather than "refuses all")
                 outcome[[name for name in outcome.index if not name.endswith("_n")]] = np.nan
             rows.append(

@@ -175,6 +175,16 @@ class Gate(ABC):
         ``stage`` names the stage that answered, for a chain.
         """
 
+    def passage_key(self, *, stage: str | None = None):
+        """A hashable key of everything :meth:`passages_for` reads, or None when the gate does not say.
+
+        Two gates with one key pass on the same passages for any results, so
+        what they pass on can be remembered across gates fitted again and
+        again (:class:`ragcal.gates.support.SupportMemo`). None (this default)
+        remembers nothing.
+        """
+        return None
+
     def bind(self, refusals) -> "Gate":
         """A copy that words its refusals with ``refusals`` (a CorpusDescription)."""
         from dataclasses import replace

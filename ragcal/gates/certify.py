@@ -35,6 +35,7 @@ __all__ = [
     "certify_floor_gap_gate",
     "certify_learned_gate",
     "certify_chain",
+    "chain_cuts",
 ]
 
 
@@ -219,18 +220,28 @@ def certify_learned_gate(table: pd.DataFrame, rules, *, support=None, signals=No
 N_DENSE_BARS, N_KEYWORD_BARS = 8, 3
 
 
-def _stage_fires(gate, bars, table):
-    """(len(bars), rows): whether the stage's gate, at each bar, answers each row (:meth:`decide_table`)."""
-    from dataclasses import replace
+def chain_cuts(results, gold, *, max_passages: int = 10, broad_max_passages: int = 20) -> dict:
+    """``{stage name: PassageCuts}`` of the default chain's stages, for :func:`certify_chain`'s ``cuts``.
 
-    return np.stack(
-        [replace(gate, threshold=float(bar)).decide_table(table)["action"].to_numpy(dtype=object) != "refuse"
-         for bar in bars]
-    )
+    What the stages' passage cuts read from the results
+    (:func:`ragcal.gates.support.passage_cuts`), computed once: a study that
+    certifies the chain on many subsets of one table takes these at each
+    subset's rows (:meth:`~ragcal.gates.support.PassageCuts.take`) instead of
+    reading the results again.
+    """
+    from .chain import default_chain
+    from .support import passage_cuts
+
+    options = {"max_passages": max_passages, "broad_max_passages": broad_max_passages}
+    return {
+        stage.name: passage_cuts(stage.gate, results, gold)
+        for stage in default_chain(math.inf, math.inf, math.inf, **options).stages
+    }
 
 
 def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta: float = 0.1, method: str = "auto",
-                  dense_bars=None, keyword_bars=None, max_passages: int = 10, broad_max_passages: int = 20):
+                  dense_bars=None, keyword_bars=None, max_passages: int = 10, broad_max_passages: int = 20,
+                  cuts=None):
     """The default :class:`FallbackChain` whose three stage bars Learn-then-Test certifies together.
 
     The chain is :func:`ragcal.gates.chain.default_chain` (no reranker stage):
@@ -260,6 +271,10 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
         gives them from TREC runs) and the gold pages. Needed by the risk and
         unsupported rules: each stage's passages at each of its bars are cut
         as the stage cuts them (:func:`ragcal.gates.support.cut_support`).
+    cuts : dict, default=None
+        :func:`chain_cuts` of the same results and gold pages (with the same
+        ``max_passages`` and ``broad_max_passages``), taken at the rows of
+        ``table``: the stages' cuts are then not read from ``results`` again.
 
     Returns
     -------
@@ -268,7 +283,6 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
     certificate : Certificate
     """
     from .chain import DEFAULT_CHAIN_COLUMNS, default_chain
-    from .support import cut_support
 
     table = check_score_table(table, list(DEFAULT_CHAIN_COLUMNS))
     dense = table["dense_top1"].to_numpy(dtype=float)
@@ -283,8 +297,8 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
         raise ValueError("certify_chain: no finite dense_top1 score to build the grid from")
     options = {"max_passages": max_passages, "broad_max_passages": broad_max_passages}
     hybrid, keyword, broad = (stage.gate for stage in default_chain(math.inf, math.inf, math.inf, **options).stages)
-    fires = (_stage_fires(hybrid, dense_bars, table), _stage_fires(keyword, keyword_bars, table),
-             _stage_fires(broad, dense_bars, table))
+    fires = (hybrid.answers_at(table, dense_bars), keyword.answers_at(table, keyword_bars),
+             broad.answers_at(table, dense_bars))
     high_index, low_index = np.nonzero(dense_bars[:, None] >= dense_bars[None, :])
     keyword_index = np.repeat(np.arange(keyword_bars.size), high_index.size)
     high_index, low_index = np.tile(high_index, keyword_bars.size), np.tile(low_index, keyword_bars.size)
@@ -297,8 +311,10 @@ def certify_chain(table: pd.DataFrame, rules, *, results=None, gold=None, delta:
     if results is not None or gold is not None:
         if results is None or gold is None:
             raise ValueError("certify_chain: results and gold go together (the passages and the gold pages)")
-        passes = (cut_support(hybrid, results, gold, dense_bars), cut_support(keyword, results, gold, keyword_bars),
-                  cut_support(broad, results, gold, dense_bars))
+        if cuts is None:
+            cuts = chain_cuts(results, gold, **options)
+        passes = (cuts["hybrid"].support(dense_bars), cuts["keyword"].support(keyword_bars),
+                  cuts["broad"].support(dense_bars))
         supported = np.vstack([
             np.zeros((1, n), dtype=bool),
             (by_hybrid & passes[0][high_index]) | (by_keyword & passes[1][keyword_index])

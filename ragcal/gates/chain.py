@@ -137,6 +137,13 @@ class FallbackChain(Gate):
                 return candidate.gate.passages_for(results)
         raise ValueError(f"FallbackChain has no stage {stage!r}; its stages are {[s.name for s in self.stages]}")
 
+    def passage_key(self, *, stage: str | None = None):
+        """The :meth:`Gate.passage_key` of stage ``stage``'s gate (None for a stage it does not have)."""
+        for candidate in self.stages:
+            if candidate.name == stage:
+                return candidate.gate.passage_key()
+        return None
+
     def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
         self._check_table(table)
         n = len(table)

@@ -20,7 +20,7 @@ from ..metrics import clopper_pearson
 from ..progress import LONG_LOOP, progress
 from ..score_tables import check_score_table, unanswerable_slices
 from .base import ACTIONS
-from .support import table_support
+from .support import SupportMemo
 
 __all__ = [
     "answered_shares",
@@ -193,22 +193,21 @@ def heldout_gates(
     if results is not None and not (len(results) == len(gold) == len(table)):
         raise ValueError(f"heldout_gates: {len(table)} rows but {len(results)} result sets and {len(gold)} gold sets")
     slices = table["slice"].to_numpy()
+    support = None if results is None else SupportMemo(results, gold)  # table_support, remembered across splits
     rows = []
     splits = progress(range(n_splits), desc="held-out gate splits", unit="split", disable=n_splits < LONG_LOOP)
     for split in splits:
         calibration = split_by_slice(slices, random_state=random_state + split)
         fitting, evaluation = table[calibration], table[~calibration].reset_index(drop=True)
         held = np.flatnonzero(~calibration)
+        groups = outcome_groups(evaluation, everyone=support is not None)
         for name, fit in fitters.items():
             gate = fit(fitting)
             decisions = gate.decide_table(evaluation)
             stages = [stage.name for stage in getattr(gate, "stages", ())]
-            supported = None
-            if results is not None:
-                supported = table_support(
-                    gate, evaluation, [results[row] for row in held], [gold[row] for row in held], decisions=decisions
-                )
-            rows += [(split, name, *row) for row in outcome_counts(evaluation, decisions, stages, supported)]
+            supported = None if support is None else support(gate, decisions, held)
+            counts = outcome_counts(evaluation, decisions, stages, supported, groups=groups)
+            rows += [(split, name, *row) for row in counts]
     return pd.DataFrame(rows, columns=["split", "gate", "slice", "outcome", "k", "n"])
 
 

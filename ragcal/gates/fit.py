@@ -187,9 +187,7 @@ def fit_floor_gap_gate(
         )
     floors = np.unique(top[np.isfinite(top)])
     gaps = np.unique(np.concatenate([[0.0], (top - second)[np.isfinite(top - second)]]))
-    answers = floor_gap_answers(top[None, None, :], second[None, None, :], floors[:, None, None], gaps[None, :, None])
-    kept = answers[:, :, answerable].sum(axis=2)
-    refused = (~answers[:, :, ~answerable]).sum(axis=2)
+    kept, refused = floor_gap_counts(top, second, answerable, floors, gaps)
     feasible = kept >= math.ceil(keep * answerable.sum() - 1e-12)
     floor_index, gap_index = np.nonzero(feasible)
     order = np.lexsort(
@@ -198,6 +196,40 @@ def fit_floor_gap_gate(
     best = order[0]
     floor, gap = place_floor_gap(float(floors[floor_index[best]]), float(gaps[gap_index[best]]), top, second)
     return FloorGapGate(floor, gap, retriever=retriever, max_passages=max_passages)
+
+
+def floor_gap_counts(top, second, answerable, floors, gaps):
+    """Answerable questions kept and unanswerable ones refused by :class:`FloorGapGate` at every (floor, gap).
+
+    The counts of ``floor_gap_answers`` over the whole grid, without the
+    (floors, gaps, questions) array: at a fixed gap each question is
+    answered exactly when its :func:`~ragcal.gates.floor_gap.floor_gap_order`
+    level is at least the floor (for a top score that does not stand out,
+    the gate needs both scores to clear the floor), so one sort per gap
+    counts every floor.
+
+    Parameters
+    ----------
+    top, second : ndarray of float, shape (n,)
+        No NaN top score (a question without hits is refused by every floor).
+    answerable : ndarray of bool, shape (n,)
+    floors, gaps : ndarray of float
+
+    Returns
+    -------
+    kept, refused : ndarray of int, shape (len(floors), len(gaps))
+    """
+    with np.errstate(invalid="ignore"):
+        stands_out = np.isnan(second)[None, :] | ((top - second)[None, :] > gaps[:, None])
+        levels = np.where(stands_out, top[None, :], np.minimum(top, second)[None, :])
+    kept = np.empty((floors.size, gaps.size), dtype=np.intp)
+    refused = np.empty((floors.size, gaps.size), dtype=np.intp)
+    for column, level in enumerate(levels):
+        for counts, mask, answered_counts in ((kept, answerable, True), (refused, ~answerable, False)):
+            ordered = np.sort(level[mask])
+            answered = ordered.size - np.searchsorted(ordered, floors, side="left")
+            counts[:, column] = answered if answered_counts else ordered.size - answered
+    return kept, refused
 
 
 def place_floor_gap(floor: float, min_gap: float, top, second, *, levels=None) -> tuple[float, float]:

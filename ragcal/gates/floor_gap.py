@@ -118,6 +118,10 @@ class FloorGapGate(Gate):
             results, self.retriever, bar_retriever=self.retriever, bar=self.floor, max_passages=self.max_passages
         )
 
+    def passage_key(self, *, stage: str | None = None):
+        """Everything :meth:`passages_for` reads: the floor and the list cut (see :meth:`Gate.passage_key`)."""
+        return (FloorGapGate, self.floor, self.retriever, self.max_passages)
+
     def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
         self._check_table(table)
         top_column, second_column = self.columns

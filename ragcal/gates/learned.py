@@ -242,6 +242,10 @@ class LearnedGate(Gate):
             passages = cut_passages(results, self.passages_from, bar_retriever=None, bar=None, max_passages=1)
         return passages
 
+    def passage_key(self, *, stage: str | None = None):
+        """Everything :meth:`passages_for` reads: the cosine bar's cut, whatever the model and threshold."""
+        return (LearnedGate, self.passages_from, self.passage_floor, self.max_passages)
+
     def decide(self, results: Mapping, *, query: str | None = None) -> Decision:
         score = self.score(results)
         if math.isnan(score):

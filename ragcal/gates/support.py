@@ -27,6 +27,7 @@ Two ways to get there, which agree (the tests check it on the bundled corpus):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,7 +42,10 @@ __all__ = [
     "support_inputs",
     "results_from_runs",
     "table_support",
+    "SupportMemo",
     "cut_support",
+    "PassageCuts",
+    "passage_cuts",
     "bar_support",
 ]
 
@@ -195,10 +199,62 @@ def table_support(gate, table, results, gold, *, decisions=None) -> np.ndarray:
     supported = np.zeros(len(table), dtype=bool)
     for row in np.flatnonzero(actions != "refuse"):
         if gold[row]:
-            stage = None if stages[row] is None or stages[row] != stages[row] else stages[row]
+            stage = _answering_stage(stages[row])
             passages = gate.passages_for(results[row], stage=stage)
             supported[row] = any(page_of(chunk_id) in gold[row] for chunk_id, _ in passages)
     return supported
+
+
+def _answering_stage(stage):
+    """A decision's stage as :meth:`Gate.passages_for` takes it: None for None or NaN."""
+    return None if stage is None or stage != stage else stage
+
+
+class SupportMemo:
+    """:func:`table_support` for many gates on rows of one table, remembering what each row's passages hold.
+
+    Whether a row's passages include a gold page depends only on the row and
+    on what :meth:`Gate.passages_for` reads (:meth:`Gate.passage_key`): over
+    a thousand held-out splits the same gates (a threshold placed at one of a
+    few dozen calibration scores) come back again and again, so each (row,
+    key) is looked up once. Gates whose key is None are looked up every time.
+
+    Parameters
+    ----------
+    results : sequence of mapping
+        ``{retriever: RetrievalResult}`` per row of the whole table.
+    gold : sequence of set of str
+        Gold pages per row of the whole table (empty: unanswerable).
+    """
+
+    def __init__(self, results, gold):
+        self.results, self.gold = list(results), list(gold)
+        if len(self.results) != len(self.gold):
+            raise ValueError(f"SupportMemo: {len(self.results)} result sets but {len(self.gold)} gold sets")
+        self.passes_gold = {}
+
+    def __call__(self, gate, decisions, rows) -> np.ndarray:
+        """``table_support(gate, table.iloc[rows], ..., decisions=decisions)``: rows are positions in the table."""
+        actions = decisions["action"].to_numpy(dtype=object)
+        stages = decisions["stage"].to_numpy(dtype=object)
+        supported = np.zeros(len(actions), dtype=bool)
+        for position in np.flatnonzero(actions != "refuse"):
+            row = int(rows[position])
+            pages = self.gold[row]
+            if not pages:
+                continue
+            stage = _answering_stage(stages[position])
+            key = gate.passage_key(stage=stage)
+            known = None if key is None else self.passes_gold.setdefault(key, {})
+            if known is not None and row in known:
+                supported[position] = known[row]
+                continue
+            passages = gate.passages_for(self.results[row], stage=stage)
+            passes = any(page_of(chunk_id) in pages for chunk_id, _ in passages)
+            if known is not None:
+                known[row] = passes
+            supported[position] = passes
+        return supported
 
 
 def cut_support(gate, results, gold, thresholds) -> np.ndarray:
@@ -216,37 +272,113 @@ def cut_support(gate, results, gold, thresholds) -> np.ndarray:
     ndarray of bool, shape (len(thresholds), len(results))
         Row i: answering at ``thresholds[i]`` passes a gold passage on
         (whether the gate answers at all is :meth:`Gate.decide_table`'s to say).
+
+    See Also
+    --------
+    passage_cuts : what this reads from the results, computed once for many calls.
+    """
+    return passage_cuts(gate, results, gold).support(thresholds)
+
+
+@dataclass(frozen=True)
+class PassageCuts:
+    """What a :class:`ThresholdGate`'s cut reads per question, as arrays: :func:`cut_support` for any thresholds.
+
+    From :func:`passage_cuts`. A question's passages are the gate's view in
+    its order, padded at the end to one width.
+
+    Attributes
+    ----------
+    scores : ndarray of float, shape (questions, width)
+        Bar-retriever score of each passage of the view (-inf when the bar
+        retriever did not list it, and for padding).
+    listed : ndarray of bool, shape (questions, width)
+        True for a passage of the view, False for padding.
+    gold : ndarray of bool, shape (questions, width)
+        The passage is from a gold page of its question.
+    fallback : ndarray of bool, shape (questions,)
+        The bar retriever's top passage is from a gold page (passed on when nothing clears).
+    fixed : ndarray of bool, shape (questions,), or None
+        When the passages do not depend on the threshold: whether they include
+        a gold one (``scores``, ``listed`` and ``gold`` are then not read).
+    max_passages : int or None
+        The gate's cap on the passages, applied after the cut.
+    """
+
+    scores: np.ndarray
+    listed: np.ndarray
+    gold: np.ndarray
+    fallback: np.ndarray
+    fixed: np.ndarray | None
+    max_passages: int | None
+
+    def take(self, rows) -> "PassageCuts":
+        """The cuts of the questions at positions ``rows`` (repeats allowed), in that order."""
+        rows = np.asarray(rows, dtype=int)
+        fixed = None if self.fixed is None else self.fixed[rows]
+        return PassageCuts(
+            self.scores[rows], self.listed[rows], self.gold[rows], self.fallback[rows], fixed, self.max_passages
+        )
+
+    def support(self, thresholds) -> np.ndarray:
+        """:func:`cut_support` at ``thresholds``: shape (len(thresholds), questions)."""
+        thresholds = np.asarray(thresholds, dtype=float).reshape(-1)
+        if self.fixed is not None:
+            return np.repeat(self.fixed[None, :], thresholds.size, axis=0)
+        clears = self.listed[None, :, :] & (self.scores[None, :, :] >= thresholds[:, None, None])
+        if self.max_passages is not None:
+            clears &= np.cumsum(clears, axis=2) <= self.max_passages
+        passed_gold = (clears & self.gold[None, :, :]).any(axis=2)
+        # nothing in the view clears: the bar retriever's top passage is passed on
+        return passed_gold | (~clears.any(axis=2) & self.fallback[None, :])
+
+
+def passage_cuts(gate, results, gold) -> PassageCuts:
+    """:class:`PassageCuts` of a :class:`ThresholdGate` over questions: what :func:`cut_support` reads.
+
+    Parameters
+    ----------
+    gate : ThresholdGate
+        Its threshold does not enter: only its view, bar retriever,
+        ``passage_floor`` and ``max_passages`` do.
+    results : sequence of mapping
+        ``{retriever: RetrievalResult}`` per question.
+    gold : sequence of set of str
+        Gold pages per question (empty: unanswerable, never supported).
     """
     from .threshold import ThresholdGate
 
     results, gold = list(results), list(gold)
-    thresholds = np.asarray(thresholds, dtype=float).reshape(-1)
     if len(results) != len(gold):
         raise ValueError(f"cut_support: {len(results)} result sets but {len(gold)} gold sets")
-    out = np.zeros((thresholds.size, len(results)), dtype=bool)
     if not isinstance(gate, ThresholdGate):
         raise TypeError(f"cut_support takes a ThresholdGate, got {type(gate).__name__}")
     bar_retriever, bar = gate._passage_bar()
-    moves = bar_retriever is not None and gate.passage_floor is None
+    n = len(results)
+    fallback = np.zeros(n, dtype=bool)
+    if bar_retriever is None or gate.passage_floor is not None:  # the passages do not move with the threshold
+        fixed = np.zeros(n, dtype=bool)
+        for position, (per_retriever, pages) in enumerate(zip(results, gold)):
+            if pages:
+                fixed[position] = any(page_of(chunk_id) in pages for chunk_id, _ in gate.passages_for(per_retriever))
+        empty = np.zeros((n, 0))
+        return PassageCuts(empty, empty.astype(bool), empty.astype(bool), fallback, fixed, gate.max_passages)
+    width = max((len(per_retriever[gate._view].chunk_ids) for per_retriever in results), default=0)
+    scores = np.full((n, width), -math.inf)
+    listed = np.zeros((n, width), dtype=bool)
+    is_gold = np.zeros((n, width), dtype=bool)
     for position, (per_retriever, pages) in enumerate(zip(results, gold)):
         if not pages:
-            continue
-        if not moves:
-            out[:, position] = any(page_of(chunk_id) in pages for chunk_id, _ in gate.passages_for(per_retriever))
-            continue
-        listed = per_retriever[gate._view]
+            continue  # no gold page: never supported (gold and fallback stay False)
+        view_ids = per_retriever[gate._view].chunk_ids
         bar_listed = per_retriever[bar_retriever]
         by_id = dict(zip(bar_listed.chunk_ids, bar_listed.scores))
-        scores = np.array([by_id.get(chunk_id, -math.inf) for chunk_id in listed.chunk_ids], dtype=float)
-        is_gold = np.array([page_of(chunk_id) in pages for chunk_id in listed.chunk_ids], dtype=bool)
-        clears = scores[None, :] >= thresholds[:, None]
-        if gate.max_passages is not None:
-            clears &= np.cumsum(clears, axis=1) <= gate.max_passages
-        passed_gold = (clears & is_gold[None, :]).any(axis=1)
-        # nothing in the view clears: the bar retriever's top passage is passed on
-        fallback = len(bar_listed.chunk_ids) > 0 and page_of(bar_listed.chunk_ids[0]) in pages
-        out[:, position] = passed_gold | (~clears.any(axis=1) & fallback)
-    return out
+        size = len(view_ids)
+        scores[position, :size] = [by_id.get(chunk_id, -math.inf) for chunk_id in view_ids]
+        listed[position, :size] = True
+        is_gold[position, :size] = [page_of(chunk_id) in pages for chunk_id in view_ids]
+        fallback[position] = len(bar_listed.chunk_ids) > 0 and page_of(bar_listed.chunk_ids[0]) in pages
+    return PassageCuts(scores, listed, is_gold, fallback, None, gate.max_passages)
 
 
 def bar_support(levels, top, bar) -> np.ndarray:

@@ -184,6 +184,29 @@ class ThresholdGate(Gate):
         action = np.where(answered, np.where(hedged, "hedge", "answer"), "refuse")
         return actions_frame(action, scores)
 
+    def passage_key(self, *, stage: str | None = None):
+        """Everything :meth:`passages_for` reads: the gate without its hedge band (see :meth:`Gate.passage_key`)."""
+        return (ThresholdGate, self.signal, self.threshold, self.higher_is_answerable, self.passages_from,
+                self.passage_floor, self.max_passages)
+
+    def answers_at(self, table: pd.DataFrame, thresholds) -> np.ndarray:
+        """Whether the gate at each of ``thresholds`` answers each row: :meth:`decide_table` without the frames.
+
+        Returns
+        -------
+        ndarray of bool, shape (len(thresholds), len(table))
+            Row i: ``replace(self, threshold=thresholds[i]).decide_table(table)["action"] != "refuse"``
+            (the hedge band only turns answers into hedges, so it does not enter).
+        """
+        self._check_table(table)
+        scores = table[self.signal].to_numpy(dtype=float)
+        bars = np.asarray(thresholds, dtype=float).reshape(-1, 1)
+        with np.errstate(invalid="ignore"):
+            answered = ~np.isnan(scores)[None, :] & self._clears(scores[None, :], bars)
+            if zero_means_no_match(self.signal):
+                answered &= (scores != 0)[None, :]  # nothing matched: nothing to pass on, as decide() refuses
+        return answered
+
     def to_dict(self) -> dict:
         return {
             "type": self.type,

@@ -133,9 +133,27 @@ def risk_coverage(scores, support, *, higher_is_answerable: bool = True) -> pd.D
     return curve
 
 
+def _answer_counts(scores, support):
+    """The answered and supported counts of :func:`_counts` (thresholds not returned), without a second sort.
+
+    The distinct scores are the first of each run of the sorted scores, so
+    ``np.unique`` (which sorts them again) is not needed; the counts are the
+    same integers.
+    """
+    finite = ~np.isnan(scores)
+    ordered = np.sort(scores[finite])
+    starts = np.ones(ordered.size, dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    first = np.flatnonzero(starts)[::-1]  # where each distinct score starts, highest first
+    answered = ordered.size - first
+    reach = np.sort(np.minimum(scores[finite], support[finite]))
+    supported = reach.size - np.searchsorted(reach, ordered[first], side="left")
+    return answered, supported
+
+
 def _areas(scores, support) -> np.ndarray:
     """(AURC, E-AURC, AUGRC) of oriented scores; NaN when nothing can be answered."""
-    _thresholds, answered, supported = _counts(scores, support)
+    answered, supported = _answer_counts(scores, support)
     n = scores.size
     if answered.size == 0:
         return np.full(3, np.nan)

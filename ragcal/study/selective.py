@@ -37,9 +37,9 @@ from ..gates import (
     save_gate,
     summarize_heldout_gates,
     support_levels,
-    table_support,
 )
-from ..gates.support import bar_support, signal_support, support_inputs
+from ..gates.certify import chain_cuts
+from ..gates.support import SupportMemo, bar_support, signal_support, support_inputs
 from ..metrics.selective import risk_coverage, selective_comparison
 from ..score_tables import signal_columns
 from ..signals import SIGNALS
@@ -85,12 +85,15 @@ POPULATION_DRAWS = 1000
 SAVED_GATE = "threshold risk_guarantee@0.2"
 
 
-def _certify(table, kind, rules, delta, results=None, gold=None):
+def _certify(table, kind, rules, delta, results=None, gold=None, cuts=None):
     support = table[SUPPORT_COLUMN].to_numpy(dtype=float)
     if kind == "chain":  # the rows of the study's table are its index: pick their passages and gold pages
         rows = table.index
+        if cuts is not None:
+            cuts = {stage: stage_cuts.take(rows) for stage, stage_cuts in cuts.items()}
         return certify_chain(
-            table, list(rules), results=[results[row] for row in rows], gold=[gold[row] for row in rows], delta=delta
+            table, list(rules), results=[results[row] for row in rows], gold=[gold[row] for row in rows], delta=delta,
+            cuts=cuts,
         )
     if kind == "threshold":
         return certify_threshold_gate(table, BASELINE_SIGNAL, list(rules), support=support, delta=delta)
@@ -99,15 +102,21 @@ def _certify(table, kind, rules, delta, results=None, gold=None):
     return certify_learned_gate(table, list(rules), support=support, delta=delta)
 
 
-def _fit(table, kind, rules, delta, results, gold):
-    return _certify(table, kind, rules, delta, results, gold)[0]
+def _fit(table, kind, rules, delta, results, gold, cuts=None):
+    return _certify(table, kind, rules, delta, results, gold, cuts)[0]
 
 
 def certified_fitters(results, gold, delta: float = DELTA) -> dict:
     """``{gate name: fit(table) -> Gate}``; the table needs :data:`SUPPORT_COLUMN`, and its index names the rows
-    of ``results`` and ``gold`` (per-row retrieval results and gold pages, for the chain's stages)."""
+    of ``results`` and ``gold`` (per-row retrieval results and gold pages, for the chain's stages).
+
+    The chain's stage cuts (:func:`ragcal.gates.certify.chain_cuts`) are read from the results once, here, and
+    taken at each table's rows: every split and draw certifies the chain on a subset of the same questions.
+    """
+    cuts = chain_cuts(results, gold)
     return {
-        name: partial(_fit, kind=kind, rules=rules, delta=delta, results=results, gold=gold)
+        name: partial(_fit, kind=kind, rules=rules, delta=delta, results=results, gold=gold,
+                      cuts=cuts if kind == "chain" else None)
         for name, (kind, rules) in CERTIFIED_GATES.items()
     }
 
@@ -296,12 +305,15 @@ def population_check(table, results, gold, *, n_draws: int = 200, size: int | No
     broken = {(gate, rule): 0 for gate, (_, rules) in CERTIFIED_GATES.items() for rule in rules}
     certified_draws = dict.fromkeys(CERTIFIED_GATES, 0)
     population = {}  # a gate fitted again on another draw decides the population as before: computed once
+    support = SupportMemo(results, gold)
+    every_row = np.arange(len(table))
 
     def decide_population(gate):
         key = json.dumps(gate.to_dict(), sort_keys=True)
         if key not in population:
-            answered = gate.decide_table(table)["action"].ne("refuse").to_numpy()
-            supported = table_support(gate, table, results, gold) if answered.any() else None
+            decisions = gate.decide_table(table)
+            answered = decisions["action"].ne("refuse").to_numpy()
+            supported = support(gate, decisions, every_row) if answered.any() else None
             population[key] = answered, supported
         return population[key]
 
