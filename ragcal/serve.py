@@ -169,6 +169,31 @@ def _served_levels(index, allowed_levels) -> tuple:
         raise ValueError(f"The 'allowed_levels' parameter of create_app is invalid: {error}") from None
 
 
+def check_query(query: str, max_query_chars: int) -> str:
+    """``query`` if it is a question ``POST /decide`` accepts, else a ``ValueError`` saying what is wrong with it."""
+    if not query.strip():
+        raise ValueError("must not be empty or only whitespace")
+    if len(query) > max_query_chars:
+        raise ValueError(f"at most {max_query_chars:,} characters are accepted; got {len(query):,}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text (it holds a lone surrogate, e.g. \\ud800)") from None
+    return query
+
+
+def gate_info(gate, document: dict) -> dict:
+    """What ``GET /gate`` shows: kind, gate, rule, fitted numbers and provenance of the gate file ``document``."""
+    return {
+        "kind": gate.type,
+        "format": document.get("format"),
+        "gate": gate.to_dict(),
+        "rule": document.get("rule"),
+        "fitted": document.get("fitted", {}),
+        "provenance": document.get("provenance", {}),
+    }
+
+
 def _request_model(served: tuple, max_query_chars: int):
     """The pydantic model of ``POST /decide``'s body: every check of the input is declared here."""
     from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -189,15 +214,7 @@ def _request_model(served: tuple, max_query_chars: int):
         @field_validator("query")
         @classmethod
         def _check_query(cls, query: str) -> str:
-            if not query.strip():
-                raise ValueError("must not be empty or only whitespace")
-            if len(query) > max_query_chars:
-                raise ValueError(f"at most {max_query_chars:,} characters are accepted; got {len(query):,}")
-            try:
-                query.encode("utf-8")
-            except UnicodeEncodeError:
-                raise ValueError("must be valid Unicode text (it holds a lone surrogate, e.g. \\ud800)") from None
-            return query
+            return check_query(query, max_query_chars)
 
         @field_validator("allowed_levels")
         @classmethod
@@ -353,15 +370,7 @@ def create_app(
     decider = _SerialDecider(gate, _question_index(index))
     request_model = _request_model(served, max_query_chars)
     fields = tuple(request_model.model_fields)
-    document = dict(gate_document or {})
-    gate_info = {
-        "kind": gate.type,
-        "format": document.get("format"),
-        "gate": gate.to_dict(),
-        "rule": document.get("rule"),
-        "fitted": document.get("fitted", {}),
-        "provenance": document.get("provenance", {}),
-    }
+    shown = gate_info(gate, dict(gate_document or {}))
     config = index.config
     health = {
         "status": "ok",
@@ -413,6 +422,6 @@ def create_app(
 
     @app.get("/gate", summary="the gate file: kind, gate, rule, fitted numbers, provenance")
     async def gate_file():
-        return JSONResponse(gate_info)
+        return JSONResponse(shown)
 
     return app

@@ -22,7 +22,7 @@ import json
 import threading
 
 from ._params import check_int
-from .serve import MAX_QUERY_CHARS, _validation_response, require_serve_dependencies
+from .serve import MAX_QUERY_CHARS, _validation_response, check_query, gate_info, require_serve_dependencies
 
 __all__ = ["MAX_CANDIDATES", "create_candidates_app"]
 
@@ -64,11 +64,7 @@ def _request_model(max_query_chars: int, max_candidates: int):
         @field_validator("query")
         @classmethod
         def _check_query(cls, query: str) -> str:
-            if not query.strip():
-                raise ValueError("must not be empty or only whitespace")
-            if len(query) > max_query_chars:
-                raise ValueError(f"at most {max_query_chars:,} characters are accepted; got {len(query):,}")
-            return query
+            return check_query(query, max_query_chars)
 
         @field_validator("candidates")
         @classmethod
@@ -156,14 +152,7 @@ def create_candidates_app(
     request_model = _request_model(max_query_chars, max_candidates)
     fields = tuple(request_model.model_fields)
     lock = threading.Lock()
-    gate_info = {
-        "kind": gate.type,
-        "format": gate_document.get("format"),
-        "gate": gate.to_dict(),
-        "rule": gate_document.get("rule"),
-        "fitted": gate_document.get("fitted", {}),
-        "provenance": provenance,
-    }
+    shown = gate_info(gate, {**gate_document, "provenance": provenance})
     health = {
         "status": "ok",
         "gate": gate.type,
@@ -203,6 +192,6 @@ def create_candidates_app(
 
     @app.get("/gate", summary="the gate file: kind, gate, rule, fitted numbers, provenance")
     def gate_file():
-        return JSONResponse(gate_info)
+        return JSONResponse(shown)
 
     return app
