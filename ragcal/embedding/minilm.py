@@ -32,7 +32,15 @@ from ..extras import import_extra, require_extra
 from .cache import CACHE_COMMIT_EVERY, EmbeddingCache, default_cache_dir
 from .models import DEFAULT_MODEL, resolve_model
 
-__all__ = ["ENCODING_SCHEME", "LENGTH_BUCKET", "Embedder", "length_buckets", "supports_fixed_shapes"]
+__all__ = [
+    "ENCODING_SCHEME",
+    "LENGTH_BUCKET",
+    "Embedder",
+    "dimension_from_folder",
+    "fixed_shapes_from_folder",
+    "length_buckets",
+    "supports_fixed_shapes",
+]
 
 #: Token lengths are padded up to a multiple of this many tokens (the model's maximum sequence length caps it).
 LENGTH_BUCKET = 16
@@ -92,6 +100,87 @@ def supports_fixed_shapes(model) -> bool:
         and not getattr(first, "do_lower_case", False)
         and not getattr(model, "default_prompt_name", None)
     )
+
+
+#: Files of a saved tokenizer: one of them next to the first module's configuration means the module has a tokenizer.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+
+
+def _json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _modules(folder: Path) -> list:
+    """The entries of ``folder/modules.json`` in their ``idx`` order; empty when there is no such readable list."""
+    modules = _json_file(folder / "modules.json")
+    if not isinstance(modules, list) or not all(isinstance(module, dict) for module in modules):
+        return []
+    try:
+        return sorted(modules, key=lambda module: int(module.get("idx", 0)))
+    except (TypeError, ValueError):
+        return []
+
+
+def fixed_shapes_from_folder(folder) -> bool | None:
+    """True when the sentence-transformers model saved in ``folder`` is one :func:`supports_fixed_shapes` accepts.
+
+    Read from its configuration files, without importing sentence-transformers
+    or loading the weights (about 5 seconds, which a run that finds every
+    vector in the cache does not otherwise spend): ``modules.json`` starts with
+    a ``Transformer`` module whose folder holds a tokenizer, its
+    ``sentence_bert_config.json`` does not lower-case, and
+    ``config_sentence_transformers.json`` sets no default prompt. None when the
+    files do not settle it (no ``modules.json``, another first module, an
+    unreadable file, or any of the above not so): the caller then loads the
+    model and asks :func:`supports_fixed_shapes`. :attr:`Embedder.model`
+    checks, once it loads the model, that the two agree.
+    """
+    folder = Path(folder)
+    modules = _modules(folder)
+    if not modules:
+        return None
+    first = modules[0]
+    if str(first.get("type", "")).rsplit(".", 1)[-1] != "Transformer":
+        return None
+    module_folder = folder / str(first.get("path", ""))
+    if not any((module_folder / name).is_file() for name in _TOKENIZER_FILES):
+        return None
+    module_config = _json_file(module_folder / "sentence_bert_config.json")
+    if not isinstance(module_config, dict) or module_config.get("do_lower_case", False):
+        return None
+    model_config = folder / "config_sentence_transformers.json"
+    settings = _json_file(model_config) if model_config.is_file() else {}
+    if not isinstance(settings, dict) or settings.get("default_prompt_name"):
+        return None
+    return True
+
+
+def dimension_from_folder(folder) -> int | None:
+    """The vector length of the sentence-transformers model saved in ``folder``, read from its configuration files.
+
+    Settled only for the plain layout (MiniLM's): ``modules.json`` lists a
+    ``Transformer``, then a ``Pooling`` module with one pooling mode, then
+    optionally ``Normalize``; the length is the pooling module's
+    ``word_embedding_dimension``. None otherwise, and the caller loads the model.
+    """
+    folder = Path(folder)
+    modules = _modules(folder)
+    kinds = [str(module.get("type", "")).rsplit(".", 1)[-1] for module in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    pooling = _json_file(folder / str(modules[1].get("path", "")) / "config.json")
+    if not isinstance(pooling, dict):
+        return None
+    modes = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value not in (False, None)]
+    dimension = pooling.get("word_embedding_dimension")
+    if len(modes) != 1 or not isinstance(dimension, int) or isinstance(dimension, bool) or dimension <= 0:
+        return None
+    return dimension
 
 
 def kernel_capability() -> str:
@@ -161,6 +250,7 @@ class Embedder:
         self.tokens_per_batch = tokens_per_batch
         self.device = device
         self._model = None
+        self._read_from_folder = {}  # what cache_key and dimension read from the folder, checked when the model loads
         self._cache = None
         self.last_stats = {"cached": 0, "encoded": 0}
         self.stats = {"cached": 0, "encoded": 0}  # over every call, e.g. for a command's summary line
@@ -181,6 +271,13 @@ class Embedder:
             finally:
                 if was_enabled:
                     transformers_logging.enable_progress_bar()
+            loaded = {"fixed shapes": supports_fixed_shapes(self._model), "dimension": self._loaded_dimension()}
+            for fact, read in self._read_from_folder.items():
+                if read != loaded[fact]:
+                    raise RuntimeError(
+                        f"{self.spec.location}: its configuration files give {fact} = {read!r}, the loaded model "
+                        f"{loaded[fact]!r}; the embedding cache was read with the wrong {fact}"
+                    )
         return self._model
 
     @property
@@ -213,7 +310,10 @@ class Embedder:
         Vectors computed with other kernels (AVX-512 against AVX2) differ in
         their last bits, so they are cached apart and never mixed.
         """
-        scheme = ENCODING_SCHEME if supports_fixed_shapes(self.model) else "b1"
+        fixed = self._from_folder("fixed shapes", fixed_shapes_from_folder)
+        if fixed is None:
+            fixed = supports_fixed_shapes(self.model)
+        scheme = ENCODING_SCHEME if fixed else "b1"
         return f"{self.fingerprint}/{scheme}/{kernel_capability().lower()}"
 
     def _max_seq_length_from_config(self):
@@ -224,8 +324,21 @@ class Embedder:
             return json.loads(config.read_text()).get("max_seq_length")
         return self.model.max_seq_length
 
+    def _from_folder(self, fact: str, reader):
+        """``reader(folder)`` while the model is not loaded (a run whose vectors are all cached never loads it)."""
+        if self._model is not None or not Path(self.spec.location).is_dir():
+            return None
+        read = reader(self.spec.location)
+        if read is not None:
+            self._read_from_folder[fact] = read
+        return read
+
     @property
     def dimension(self) -> int:
+        read = self._from_folder("dimension", dimension_from_folder)
+        return read if read is not None else self._loaded_dimension()
+
+    def _loaded_dimension(self) -> int:
         model = self.model
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
