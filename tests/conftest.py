@@ -50,26 +50,38 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-#: The slowest test files, slowest first (seconds of one worker in a cold-cache ``make test`` on this 2-core
-#: machine, 2026-12-02: 250, 168, 92, 55, 53, 49, 43, 42, 29; re-measure with ``--junitxml``). Given first to
+#: The slowest test files, slowest first: seconds of one worker in a ``make test`` on this 2-core machine with the
+#: embedding cache warm (2026-12-07; re-measure with ``--junitxml``): floors 177, notebooks 126, doc snippets 98,
+#: faults 108 (about 80 since its corpus was halved), then 50 down to 20. The wheel's reduced study took 57 s warm and
+#: takes about two minutes more on CI's cold cache (it embeds a second chunking), hence its place. Given first to
 #: pytest-xdist, which ``make test`` tells to keep this order (``--no-loadscope-reorder``), they run while the many
-#: short files fill in behind them, and both workers finish together; by default xdist starts with the files
-#: that hold the most tests, which left the wheel's ``ragcal reproduce`` (4 minutes) to the end.
+#: short files fill in behind them, and both workers finish together; by default xdist starts with the files that
+#: hold the most tests, which left the longest to the end.
 SLOWEST_FILES = (
+    "test_dependency_floors.py",  # three fresh venvs (core, frameworks, torch and the retrieval extra) and Spark
     "test_wheel.py",
     "study/test_notebooks.py",
-    "test_dependency_floors.py",  # added later: about 160 s alone on a busy machine
-    "test_doc_snippets.py",  # added later: the documentation's examples, the three framework quick starts among them
+    "test_doc_snippets.py",  # the documentation's examples, the three framework quick starts among them
     "test_faults.py",
-    "integrations/test_haystack_gate.py",  # added later: about 80 s in a full run (FastAPI through Haystack's store)
-    "integrations/test_langchain_gate.py",  # FAISS and Chroma stores on the FastAPI docs
-    "judges/test_llm_judge.py",  # added later: a real local LLM server, about 120 s on a busy machine
+    "logs/test_monitor_engines.py",  # DuckDB and a local Spark
+    "logs/test_review_engines.py",
+    "study/test_docs_site.py",  # builds the documentation site (Sphinx), then opens it in Chromium
     "study/test_browser.py",
-    "study/test_docs_site.py",  # added later: builds the documentation site (Sphinx), then opens it in Chromium
-    "cli/test_judge_cli.py",  # added later: trains four tiny judges, about 90 s
+    "integrations/test_haystack_gate.py",  # FastAPI through Haystack's store
+    "study/test_kernels.py",  # the model step under other kernels: always a cold embedding
+    "embedding/test_embedding_determinism.py",
+    "test_serve.py",
+    "logs/test_calibrate_from_counts.py",
+    "integrations/test_llamaindex_gate.py",
+    "logs/test_spark_counts.py",
+    "study/test_parallel.py",
+    "cli/test_judge_cli.py",  # trains four tiny judges
+    "llm/test_local_llm_server.py",  # a real local LLM server
+    "study/test_imported_study.py",
+    "integrations/test_langchain_gate.py",  # FAISS and Chroma stores on the FastAPI docs
+    "judges/test_llm_judge.py",
     "judges/test_train_judge.py",
     "metrics/test_metrics.py",
-    "test_serve.py",
     "cli/test_gates_cli.py",
     "cli/test_cli.py",
     "embedding/test_embedders.py",

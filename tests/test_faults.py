@@ -23,11 +23,13 @@ from ragcal.embedding.cache import CACHE_COMMIT_EVERY
 
 pytestmark = pytest.mark.slow
 
-#: 34 pages, 287 chunks: long enough to embed (several seconds cold) that a kill lands in the middle.
-ADVANCED = FASTAPI_CORPUS / "advanced"
-ADVANCED_QUERIES = """id,query,answerable,slice,gold
-a1,How can I put a cookie in the response?,true,answerable,response-cookies.md
-a2,How do I return a custom status code?,true,answerable,response-change-status-code.md
+#: 9 pages, 138 chunks: long enough to embed (several seconds cold) that a kill lands in the middle. Embedding goes
+#: from the shortest chunks to the longest, so the longest are still ahead when the first batches are committed.
+DEPLOYMENT = FASTAPI_CORPUS / "deployment"
+DEPLOYMENT_CHUNKS = 138
+DEPLOYMENT_QUERIES = """id,query,answerable,slice,gold
+a1,How do I build a Docker image for my FastAPI app?,true,answerable,docker.md
+a2,How does HTTPS termination work for my API?,true,answerable,https.md
 u1,What is the best way to caramelise onions?,false,unrelated,
 u2,How do I configure a Django admin site?,false,near-domain,
 """
@@ -109,29 +111,29 @@ def kill_mid_embedding(command, cache_dir: Path, *, at_least: int) -> int:
 
 
 def test_a_run_killed_while_embedding_loses_nothing(tmp_path):
-    queries = write(tmp_path / "queries.csv", ADVANCED_QUERIES)
+    queries = write(tmp_path / "queries.csv", DEPLOYMENT_QUERIES)
     out, meta = tmp_path / "scores.csv", tmp_path / "scores.meta.json"
     cache = tmp_path / "cache"
 
     # 1. Killed with no earlier output: no output appears, and the cache holds only whole, valid entries.
-    held = kill_mid_embedding(score_command(queries, ADVANCED, out, cache), cache, at_least=2 * CACHE_COMMIT_EVERY)
+    held = kill_mid_embedding(score_command(queries, DEPLOYMENT, out, cache), cache, at_least=2 * CACHE_COMMIT_EVERY)
     assert not out.exists() and not meta.exists() and not leftovers(tmp_path)
     report = sound(cache)
-    assert report["entries"] == held and 0 < held < 287  # whole batches committed, each one transaction
+    assert report["entries"] == held and 0 < held < DEPLOYMENT_CHUNKS  # whole batches committed, each one transaction
 
     # 2. The next run completes and reuses what the killed one committed.
-    _, err = finish(start(score_command(queries, ADVANCED, out, cache)))
+    _, err = finish(start(score_command(queries, DEPLOYMENT, out, cache)))
     assert f"{held:,} embeddings read from the cache" in err
     resumed = out.read_bytes()
 
     # 3. Killed again over an existing output (cold cache): the previous output stays, byte for byte.
     before = (resumed, meta.read_bytes())
     other_cache = tmp_path / "other_cache"
-    kill_mid_embedding(score_command(queries, ADVANCED, out, other_cache), other_cache, at_least=CACHE_COMMIT_EVERY)
+    kill_mid_embedding(score_command(queries, DEPLOYMENT, out, other_cache), other_cache, at_least=CACHE_COMMIT_EVERY)
     assert (out.read_bytes(), meta.read_bytes()) == before and not leftovers(tmp_path)
     sound(other_cache)
 
     # 4. What the resumed run wrote is what a clean run (no cache at all) writes.
     clean = tmp_path / "clean.csv"
-    finish(start(score_command(queries, ADVANCED, clean, tmp_path / "unused", "--no-cache")))
+    finish(start(score_command(queries, DEPLOYMENT, clean, tmp_path / "unused", "--no-cache")))
     assert clean.read_bytes() == resumed
