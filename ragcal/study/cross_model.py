@@ -131,8 +131,11 @@ def timing_report(timings: pd.DataFrame, *, labels) -> str:
     ])
 
 
-def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd.DataFrame | None = None) -> str:
-    """``results/cross_model.md`` from each corpus's tables (see :func:`write_cross_model`)."""
+def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timed: bool = False) -> str:
+    """``results/cross_model.md`` from each corpus's tables (see :func:`write_cross_model`).
+
+    ``timed``: the embedding times are in :data:`TIMING_FILE`, which a section points to.
+    """
     first, second = labels
     lines = [
         "# Two embedding models on the same questions",
@@ -219,7 +222,7 @@ def cross_model_report(corpora: dict, *, labels, fingerprints: dict, timings: pd
             _copy_table(tables["copy"]),
             "",
         ]
-    if timings is not None and len(timings):
+    if timed:
         lines += [
             "## Cost in time",
             "",
@@ -312,6 +315,7 @@ def write_cross_model(
     n_splits: int = 1000,
     n_resamples: int = 2000,
     timing_chunks: int | None = None,
+    measure_timing: bool = True,
     reference_dir=None,
     anchors: list | None = None,
     log=print,
@@ -331,6 +335,11 @@ def write_cross_model(
         Time both models (:func:`encoding_times`) on the first corpus's
         questions and a seeded sample of this many of its chunks; no timing
         section when None.
+    measure_timing : bool, default=True
+        False leaves the timing itself to the caller
+        (:func:`write_cross_model_timing`, for instance once no other work
+        shares the cores); ``cross_model.md`` still points to its file when
+        ``timing_chunks`` is set.
     reference_dir : str or Path, default=None
         Committed results (``<reference_dir>/<corpus>/``) that both models'
         dense scores and score tables are anchored to
@@ -359,12 +368,7 @@ def write_cross_model(
             runs[label] = model_scores(spec, embedder, anchor=anchors[-1], table_name=table_name)
             fingerprints[label] = runs[label]["config"]["model_fingerprint"]
         if timing_chunks is not None and timing_texts is None:
-            chunks = runs[labels[0]]["chunks"]
-            sample = np.random.default_rng(0).choice(len(chunks), min(timing_chunks, len(chunks)), replace=False)
-            timing_texts = {
-                "questions": list(runs[labels[0]]["queries"]["query"]),
-                "chunks": [chunks[position].text for position in sample],
-            }
+            timing_texts = timed_texts(runs[labels[0]]["chunks"], runs[labels[0]]["queries"], timing_chunks)
         config = {**runs[labels[1]]["config"], "corpus": spec.name}
         write_score_table(
             results_dir / spec.name / f"scores_{slug(labels[1])}.csv", runs[labels[1]]["table"], config=config
@@ -372,7 +376,7 @@ def write_cross_model(
         per_corpus[spec.name] = compare_models(runs, rules, n_splits=n_splits, n_resamples=n_resamples)
         titles[spec.name] = spec.title
         log(f"{spec.name}: compared {labels[0]} and {labels[1]}")
-    timings = encoding_times(embedders, timing_texts) if timing_texts is not None else None
+    timings = encoding_times(embedders, timing_texts) if timing_texts is not None and measure_timing else None
     for name in ("auc", "aurc", "thresholds", "copy"):
         frame = pd.concat(
             [tables[name].assign(corpus=corpus) for corpus, tables in per_corpus.items()], ignore_index=True
@@ -385,7 +389,7 @@ def write_cross_model(
         {titles[corpus]: tables for corpus, tables in per_corpus.items()},
         labels=labels,
         fingerprints=fingerprints,
-        timings=timings,
+        timed=timing_texts is not None,
     )
     atomic_write_text(results_dir / "cross_model.md", report)
     log(f"wrote {results_dir / 'cross_model.md'}")
@@ -393,3 +397,31 @@ def write_cross_model(
         atomic_write_text(results_dir / TIMING_FILE, timing_report(timings, labels=labels))
         log(f"wrote {results_dir / TIMING_FILE}")
     return per_corpus
+
+
+def timed_texts(chunks, queries: pd.DataFrame, timing_chunks: int) -> dict:
+    """What :func:`write_cross_model` times: every question, and a seeded sample of ``timing_chunks`` chunks."""
+    sample = np.random.default_rng(0).choice(len(chunks), min(timing_chunks, len(chunks)), replace=False)
+    return {"questions": list(queries["query"]), "chunks": [chunks[position].text for position in sample]}
+
+
+def write_cross_model_timing(spec, embedders: dict, results_dir, *, timing_chunks: int, log=print) -> None:
+    """``results_dir/cross_model_timing.md``: what :func:`write_cross_model` times, timed here.
+
+    For a caller that ran :func:`write_cross_model` with ``measure_timing=False``
+    in a process that shared the cores with other work (``ragcal reproduce``
+    runs it beside the corpora's studies, on one thread): the same texts, on
+    the first corpus of ``specs`` (``spec``), timed in this process.
+    """
+    from pathlib import Path
+
+    from ..queries import load_queries
+    from ..retrieval.index import build_index
+
+    first = next(iter(embedders.values()))
+    index = build_index(spec.corpus, exclude=spec.exclude, embedder=first)
+    queries = load_queries(spec.queries, corpus_paths=index.doc_paths)
+    timings = encoding_times(embedders, timed_texts(index.chunks, queries, timing_chunks))
+    path = Path(results_dir) / TIMING_FILE
+    atomic_write_text(path, timing_report(timings, labels=list(embedders)))
+    log(f"wrote {path}")

@@ -32,6 +32,8 @@ from one corpus to the other.
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -187,7 +189,10 @@ def reproduce(
     jobs : int, default=1
         Processes for the corpora's studies (:func:`ragcal.study.parallel.run_in_processes`):
         with two or more, each corpus runs in its own process with its own
-        embedder of the same model and cache, and writes the same bits.
+        embedder of the same model and cache, and writes the same bits. The
+        cross-model report runs as one more task beside them (it needs the
+        corpora's specs, not their results), anchored to a copy of the
+        committed files taken before any task starts.
 
     Returns
     -------
@@ -195,7 +200,7 @@ def reproduce(
         The tables of :func:`reproduce_corpus` per corpus name.
     """
     from .cross_corpus import write_cross_corpus
-    from .cross_model import model_label, write_cross_model
+    from .cross_model import model_label, write_cross_model, write_cross_model_timing
 
     results_dir = Path(results_dir)
     embedder = embedder or load_embedder()
@@ -204,18 +209,50 @@ def reproduce(
     specs = [bundled(name) for name in names]  # unknown names fail before any work
     reference_root = Path(reference_dir) if reference_dir is not None else results_dir
     options = {"n_splits": n_splits, "variants": variants, "reranker": reranker}
+    comparing_models = second_model is not None and len(specs) > 1
+    cross_model_options = {
+        "rules": HELDOUT_RULES,
+        "n_splits": n_splits,
+        "timing_chunks": TIMING_CHUNKS,
+    }
+    cross_model_anchors = []
     if jobs > 1 and len(specs) > 1:
         model = {"model": embedder.name, "cache_dir": embedder.cache_dir, "use_cache": embedder.use_cache}
         tasks = [
             (_corpus_in_process, (spec, results_dir / spec.name), {**model, **options, "reference_dir": reference})
             for spec, reference in zip(specs, [reference_root / spec.name for spec in specs])
         ]
-        with timings.stage(f"{len(specs)} corpora in {min(jobs, len(specs))} processes"):
-            done = run_in_processes(tasks, jobs=jobs)
+        with tempfile.TemporaryDirectory(prefix="ragcal-cross-model-reference-") as frozen:
+            if comparing_models:
+                # The cross-model report needs only the corpora's specs, so it runs beside their studies, taking the
+                # first process that is free. It anchors to the committed results, which those studies overwrite
+                # meanwhile: it reads a copy made before any of them starts.
+                copied = _copy_anchored_files(reference_root, names, Path(frozen))
+                models = {"models": [embedder.name, second_model], "cache_dir": embedder.cache_dir}
+                # Timed afterwards, here, on the cores it had before (cross_model_timing.md).
+                tasks.append(
+                    (_cross_model_in_process, (specs, results_dir), {**models, **cross_model_options,
+                                                                     "measure_timing": False, "reference_dir": copied})
+                )  # fmt: skip
+            what = f"{len(specs)} corpora" + (" and the cross-model report" if comparing_models else "")
+            with timings.stage(f"{what} in {min(jobs, len(tasks))} processes"):
+                done = run_in_processes(tasks, jobs=jobs)
         tables = {}
         for spec, (corpus_tables, rows) in zip(specs, done):
             tables[spec.name] = corpus_tables
             timings.add_parallel(rows)
+        if comparing_models:
+            cross_model_anchors, rows = done[-1]
+            timings.add_parallel(rows)
+            other = load_embedder(second_model, cache_dir=embedder.cache_dir)
+            with timings.stage("cross-model timing"):
+                write_cross_model_timing(
+                    specs[0],
+                    {model_label(embedder): embedder, model_label(other): other},
+                    results_dir,
+                    timing_chunks=TIMING_CHUNKS,
+                    log=log,
+                )
     else:
         tables = {
             spec.name: reproduce_corpus(
@@ -232,17 +269,14 @@ def reproduce(
     if len(tables) > 1:
         with timings.stage("cross-corpus report"):
             write_cross_corpus({BUNDLED[name]: tables[name] for name in names}, results_dir, log=log)
-    cross_model_anchors = []
-    if second_model is not None and len(tables) > 1:  # like cross_corpus.md: written for every corpus at once
+    if comparing_models and not (jobs > 1 and len(specs) > 1):  # like cross_corpus.md: for every corpus at once
         other = load_embedder(second_model, cache_dir=getattr(embedder, "cache_dir", None))
         with timings.stage("cross-model report"):
             write_cross_model(
-                [tables[name]["spec"] for name in names],
+                specs,
                 {model_label(embedder): embedder, model_label(other): other},
                 results_dir,
-                rules=HELDOUT_RULES,
-                n_splits=n_splits,
-                timing_chunks=TIMING_CHUNKS,
+                **cross_model_options,
                 reference_dir=reference_root,
                 anchors=cross_model_anchors,
                 log=log,
@@ -250,6 +284,43 @@ def reproduce(
     if anchors is not None:
         anchors += [tables[name]["anchor"] for name in names] + cross_model_anchors
     return tables
+
+
+def _copy_anchored_files(reference_root: Path, names, target: Path) -> Path:
+    """Copy what :class:`~ragcal.study.anchoring.Anchor` reads of each corpus under ``reference_root`` into ``target``."""
+    for name in names:
+        source = reference_root / name
+        for relative in ("scores.csv", "scores_wordllama.csv", "runs/dense.run"):
+            if (source / relative).is_file():
+                (target / name / relative).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source / relative, target / name / relative)
+        if (source / "gates").is_dir():
+            shutil.copytree(source / "gates", target / name / "gates", dirs_exist_ok=True)
+    return target
+
+
+def _cross_model_in_process(specs, results_dir, *, models, cache_dir, reference_dir, **options):
+    """:func:`ragcal.study.cross_model.write_cross_model` in a worker process: its anchors and its stage timing."""
+    from .cross_model import model_label, write_cross_model
+
+    timings = StageTimings()
+
+    def log(message):
+        print(f"[cross-model] {message}", flush=True)
+
+    embedders = [load_embedder(name, cache_dir=cache_dir) for name in models]
+    anchors = []
+    with timings.stage("cross-model report"):
+        write_cross_model(
+            specs,
+            {model_label(embedder): embedder for embedder in embedders},
+            results_dir,
+            reference_dir=reference_dir,
+            anchors=anchors,
+            log=log,
+            **options,
+        )
+    return anchors, timings.rows
 
 
 def _corpus_in_process(spec: BundledCorpus, results_dir, *, model: str, cache_dir, use_cache: bool, **options):

@@ -134,10 +134,9 @@ def test_report_renders_every_part():
         "n_questions": 40,
         "n_splits": 5,
     }
-    timings = pd.DataFrame({"model": ["A", "B"], "texts": ["questions"] * 2, "n": [3, 3], "ms_per_text": [333.3, 3.3]})
-    text = cross_model_report(
-        {"Toy docs": corpus}, labels=["A", "B"], fingerprints={"A": "a@1", "B": "b@2"}, timings=timings
-    )
+    text = cross_model_report({"Toy docs": corpus}, labels=["A", "B"], fingerprints={"A": "a@1", "B": "b@2"}, timed=True)
+    untimed = cross_model_report({"Toy docs": corpus}, labels=["A", "B"], fingerprints={"A": "a@1", "B": "b@2"})
+    assert "Cost in time" not in untimed and untimed == text[: len(untimed)]
     for part in (
         "## Toy docs",
         "AUC difference",
@@ -151,6 +150,7 @@ def test_report_renders_every_part():
     ):
         assert part in text
     assert "333.30" not in text  # the times themselves are run-dependent: kept in their own file
+    timings = pd.DataFrame({"model": ["A", "B"], "texts": ["questions"] * 2, "n": [3, 3], "ms_per_text": [333.3, 3.3]})
     timing = timing_report(timings, labels=["A", "B"])
     assert "333.30" in timing and "| questions" not in timing and "3 questions" in timing
     assert "101.00" in timing  # the ratio: 333.3 / 3.3
@@ -214,3 +214,19 @@ def test_write_cross_model_end_to_end_on_the_fastapi_docs(tmp_path):
     assert "## FastAPI" in text and "WL64 (ms per text)" not in text
     assert "WL64 (ms per text)" in (tmp_path / "cross_model_timing.md").read_text()
     assert set(tables["fastapi"]["thresholds"]["model"]) == {"WL256", "WL64"}
+
+    # ragcal reproduce's way: the study without the timing (in a process beside others), then the timing alone.
+    from ragcal.study.cross_model import write_cross_model_timing
+
+    apart = tmp_path / "apart"
+    write_cross_model([spec], embedders, apart, rules=RULES, n_splits=3, n_resamples=20, timing_chunks=5,
+                      measure_timing=False, log=lambda *_: None)  # fmt: skip
+    assert (apart / "cross_model.md").read_bytes() == (tmp_path / "cross_model.md").read_bytes()
+    assert (apart / "cross_model_auc.csv").read_bytes() == (tmp_path / "cross_model_auc.csv").read_bytes()
+    assert not (apart / "cross_model_timing.md").exists()
+    write_cross_model_timing(spec, embedders, apart, timing_chunks=5, log=lambda *_: None)
+    timing_rows = [line.split("|")[1].strip() for line in (apart / "cross_model_timing.md").read_text().splitlines()
+                   if line.startswith("| ") and "ms per text" not in line]  # fmt: skip
+    first = [line.split("|")[1].strip() for line in (tmp_path / "cross_model_timing.md").read_text().splitlines()
+             if line.startswith("| ") and "ms per text" not in line]  # fmt: skip
+    assert timing_rows == first == ["189 questions", "5 chunks"]

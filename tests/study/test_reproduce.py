@@ -146,3 +146,24 @@ def test_evaluate_cli(fastapi_slice, embedder, tmp_path, capsys):
     assert dense_recall["value"] == 1.0
     assert main(["evaluate", str(queries), "--runs", str(tmp_path / "nothing"), "--out", str(tmp_path / "x.csv")]) == 2
     assert "no *.run files" in capsys.readouterr().err
+
+
+def test_the_cross_model_task_reads_a_copy_of_what_the_corpora_overwrite(tmp_path):
+    # With --jobs 2 the cross-model report runs beside the corpora's studies, which rewrite results/<corpus>/ as it
+    # reads them; it anchors to a copy taken first. The copy holds every file an Anchor reads, byte for byte.
+    from ragcal.study.anchoring import Anchor
+    from ragcal.study.notebooks import RESULTS_DIR
+    from ragcal.study.reproduce import _copy_anchored_files
+
+    copied = _copy_anchored_files(RESULTS_DIR, ["fastapi", "rust-book"], tmp_path / "frozen")
+    for name in ("fastapi", "rust-book"):
+        read = ["scores.csv", "scores_wordllama.csv", "runs/dense.run"]
+        read += [f"gates/{path.name}" for path in sorted((RESULTS_DIR / name / "gates").glob("*.json"))]
+        assert len(read) > 3
+        for relative in read:
+            assert (copied / name / relative).read_bytes() == (RESULTS_DIR / name / relative).read_bytes(), relative
+        table = pd.read_csv(RESULTS_DIR / name / "scores.csv")
+        anchored = Anchor(copied / name, label=name)
+        anchored.table(table)
+        assert anchored.records and {record.status for record in anchored.records} == {"identical"}
+    assert not (copied / "squad2-A").exists()  # only the corpora asked for
