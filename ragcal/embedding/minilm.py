@@ -328,6 +328,8 @@ class Embedder:
         """``reader(folder)`` while the model is not loaded (a run whose vectors are all cached never loads it)."""
         if self._model is not None or not Path(self.spec.location).is_dir():
             return None
+        if fact in self._read_from_folder:  # read once: cache_key is asked on every encode
+            return self._read_from_folder[fact]
         read = reader(self.spec.location)
         if read is not None:
             self._read_from_folder[fact] = read

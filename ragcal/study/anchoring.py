@@ -48,6 +48,7 @@ __all__ = [
     "TOLERANCES",
     "INFO_COLUMNS",
     "Anchor",
+    "copy_reference",
     "AnchorRecord",
     "anchor_report",
     "read_reference_table",
@@ -141,6 +142,30 @@ class AnchorRecord:
     detail: str = ""
 
 
+#: What an :class:`Anchor` reads of a corpus's committed results: score tables, the dense run, the gate files.
+REFERENCE_TABLES = ("scores.csv", "scores_wordllama.csv")
+REFERENCE_RUN = "runs/dense.run"
+REFERENCE_GATES = "gates/*.json"
+
+
+def copy_reference(reference_dir, target) -> Path:
+    """Copy what an :class:`Anchor` of ``reference_dir`` would read into ``target`` (made); return ``target``.
+
+    For a task that anchors later, while another process may be overwriting ``reference_dir``.
+    """
+    import shutil
+
+    reference_dir, target = Path(reference_dir), Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    files = [reference_dir / name for name in (*REFERENCE_TABLES, REFERENCE_RUN)]
+    for source in [*files, *sorted(reference_dir.glob(REFERENCE_GATES))]:
+        if source.is_file():
+            destination = target / source.relative_to(reference_dir)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, destination)
+    return target
+
+
 class Anchor:
     """Anchors one run's model-derived quantities to a folder of committed results.
 
@@ -164,16 +189,16 @@ class Anchor:
         self._runs = {}
         self._gates = {}
         if self.reference_dir is not None:
-            for name in ("scores.csv", "scores_wordllama.csv"):
+            for name in REFERENCE_TABLES:
                 table = read_reference_table(self.reference_dir / name)
                 if table is not None:
                     self._tables[name] = table
-            run = self.reference_dir / "runs" / "dense.run"
+            run = self.reference_dir / REFERENCE_RUN
             if run.is_file():
                 from ..runs import read_trec_run
 
                 self._runs["dense"] = read_trec_run(run)
-            for path in sorted((self.reference_dir / "gates").glob("*.json")):
+            for path in sorted(self.reference_dir.glob(REFERENCE_GATES)):
                 self._gates[path.name] = path.read_text(encoding="utf-8")
 
     def _name(self, relative: str) -> str:

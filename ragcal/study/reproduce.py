@@ -32,7 +32,6 @@ from one corpus to the other.
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -53,7 +52,7 @@ from ..score_tables import write_score_table
 from ..scoring import score_table
 from ..signals import SIGNALS
 from .access import access_gating, access_score_tables, access_section
-from .anchoring import Anchor
+from .anchoring import Anchor, copy_reference
 from .gates import AT_95, BASELINE_GATE, N_PASSAGE_SPLITS, evaluate_gates, gates_section
 from .label_curve import evaluate_label_curve, label_curve_section
 from .learned import LEARNED_RULE, LEARNED_SPLITS, baseline_gate_name, evaluate_learned_gates
@@ -227,7 +226,9 @@ def reproduce(
                 # The cross-model report needs only the corpora's specs, so it runs beside their studies, taking the
                 # first process that is free. It anchors to the committed results, which those studies overwrite
                 # meanwhile: it reads a copy made before any of them starts.
-                copied = _copy_anchored_files(reference_root, names, Path(frozen))
+                copied = Path(frozen)
+                for name in names:
+                    copy_reference(reference_root / name, copied / name)
                 models = {"models": [embedder.name, second_model], "cache_dir": embedder.cache_dir}
                 # Timed afterwards, here, on the cores it had before (cross_model_timing.md).
                 tasks.append(
@@ -284,19 +285,6 @@ def reproduce(
     if anchors is not None:
         anchors += [tables[name]["anchor"] for name in names] + cross_model_anchors
     return tables
-
-
-def _copy_anchored_files(reference_root: Path, names, target: Path) -> Path:
-    """Copy what :class:`~ragcal.study.anchoring.Anchor` reads of each corpus under ``reference_root`` into ``target``."""
-    for name in names:
-        source = reference_root / name
-        for relative in ("scores.csv", "scores_wordllama.csv", "runs/dense.run"):
-            if (source / relative).is_file():
-                (target / name / relative).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source / relative, target / name / relative)
-        if (source / "gates").is_dir():
-            shutil.copytree(source / "gates", target / name / "gates", dirs_exist_ok=True)
-    return target
 
 
 def _cross_model_in_process(specs, results_dir, *, models, cache_dir, reference_dir, **options):

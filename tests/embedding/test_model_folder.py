@@ -12,8 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from ragcal.embedding import Embedder, resolve_model
-from ragcal.embedding import minilm
+from ragcal.embedding import Embedder, minilm, resolve_model
 from ragcal.embedding.minilm import dimension_from_folder, fixed_shapes_from_folder, supports_fixed_shapes
 
 CONFIG_FILES = (

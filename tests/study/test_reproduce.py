@@ -151,11 +151,12 @@ def test_evaluate_cli(fastapi_slice, embedder, tmp_path, capsys):
 def test_the_cross_model_task_reads_a_copy_of_what_the_corpora_overwrite(tmp_path):
     # With --jobs 2 the cross-model report runs beside the corpora's studies, which rewrite results/<corpus>/ as it
     # reads them; it anchors to a copy taken first. The copy holds every file an Anchor reads, byte for byte.
-    from ragcal.study.anchoring import Anchor
+    from ragcal.study.anchoring import Anchor, copy_reference
     from ragcal.study.notebooks import RESULTS_DIR
-    from ragcal.study.reproduce import _copy_anchored_files
 
-    copied = _copy_anchored_files(RESULTS_DIR, ["fastapi", "rust-book"], tmp_path / "frozen")
+    copied = tmp_path / "frozen"
+    for name in ("fastapi", "rust-book"):
+        assert copy_reference(RESULTS_DIR / name, copied / name) == copied / name
     for name in ("fastapi", "rust-book"):
         read = ["scores.csv", "scores_wordllama.csv", "runs/dense.run"]
         read += [f"gates/{path.name}" for path in sorted((RESULTS_DIR / name / "gates").glob("*.json"))]
