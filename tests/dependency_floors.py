@@ -642,7 +642,8 @@ class Job:
             if decided != actions["expected"] or {"answer", "refuse"} - set(decided):
                 raise JobFailed(f"inside {framework} the gate decided {decided}, on its table {actions['expected']}")
             counts = {action: decided.count(action) for action in sorted(set(decided))}
-            self.say(f"    {framework}: {len(decided)} questions decided inside the framework as on the table: {counts}")
+            self.say(f"    {framework}: {len(decided)} questions decided inside the framework as on the table: "
+                     f"{counts}")  # fmt: skip
 
     def serve_candidates(self) -> None:
         """``ragcal serve --candidates`` with the serve extra (no model stack): each POST decided as ``ask`` did."""
@@ -855,7 +856,6 @@ class Job:
         values = [float(row["judge_top1"]) for row in table]
         if len(values) != len(body[1::2]) or not all(0.0 <= value <= 1.0 for value in values):
             raise JobFailed(f"score --judge wrote judge_top1 {values}, expected one probability per question")
-
 
 
 def free_port() -> int:
