@@ -6,7 +6,7 @@ and what calibration, gates and plots consume, and it may equally be scores
 logged by a production system with no corpus at all.
 
 - :func:`check_score_table` validates the columns calibration needs.
-- :func:`read_score_table` reads CSV, ``.csv.gz`` or Parquet through pyarrow,
+- :func:`read_score_table` reads CSV, ``.csv.gz`` or Parquet through DuckDB,
   keeping only the columns asked for (millions of rows fit).
 - :func:`write_score_table` writes CSV plus its provenance as ``<name>.meta.json``.
 """
@@ -173,49 +173,176 @@ def _csv_header(path: Path, source: str) -> list[str]:
         raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
 
 
-def read_columns(
-    path: Path, required, *, source: str, what: str, optional=("id",), text_columns=()
-) -> pd.DataFrame:
-    """Columns ``optional`` (those present) then ``required`` of a CSV, CSV.gz or Parquet file, through pyarrow.
+#: Cells read as missing in a CSV column that is not text (``id``, ``slice``, the caller's text columns): the empty
+#: cell and the usual spellings of "not available", the list pyarrow and pandas use.
+CSV_NULLS = (
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "N/A", "NA", "NULL", "NaN", "n/a", "nan", "null",
+)  # fmt: skip
+
+
+def _sql_text(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _sql_name(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def read_columns(path: Path, required, *, source: str, what: str, optional=("id",), text_columns=()) -> pd.DataFrame:
+    """Columns ``optional`` (those present) then ``required`` of a CSV, CSV.gz or Parquet file, through DuckDB.
 
     Shared by :func:`read_score_table` and :func:`ragcal.monitoring.read_score_log`.
     In CSV, ``slice`` is read as a category, ``id`` and ``text_columns`` as
-    text, and every other column is left to type inference, so that a stray
-    text cell in a signal is reported with its line by the caller's checks.
+    text (an empty cell stays empty), and every other column is typed from all
+    its cells (boolean, integer, floating point or text; the cells of
+    :data:`CSV_NULLS` are missing), so that a stray text cell in a signal is
+    reported with its line by the caller's checks. A row with too few or too
+    many cells is an error. Numbers are parsed to the nearest double, as
+    pyarrow and Python parse them.
     """
-    import pyarrow as pa
+    import duckdb
 
     if not path.is_file():
         raise ValueError(f"{source}: {what} not found")
-    if _log_format(path) == "parquet":
-        import pyarrow.parquet as pq
-
+    kind = _log_format(path)
+    if kind == "csv" and not path.name.lower().endswith(".gz"):
+        check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
+    connection = duckdb.connect()
+    try:
+        connection.execute("SET enable_progress_bar = false")
+        if kind == "csv":
+            wanted = _wanted_columns(_csv_header(path, source), required, source, optional=optional)
+            table = _read_csv(connection, path, wanted, ("id", "slice", *text_columns), source)
+            return _numpy_columns(table, categories=("slice",))
         try:
-            available = pq.read_schema(path).names
-        except (pa.ArrowException, OSError) as error:
+            available = connection.read_parquet(str(path)).columns
+            wanted = _wanted_columns(available, required, source, optional=optional)
+            table = connection.execute(
+                f"SELECT {', '.join(map(_sql_name, wanted))} FROM read_parquet({_sql_text(path)})"
+            )
+            return _numpy_columns(table.df())
+        except duckdb.Error as error:
             raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
-        wanted = _wanted_columns(available, required, source, optional=optional)
-        arrow_table = pq.read_table(path, columns=wanted)
-    else:
-        import pyarrow.csv as pa_csv
+    finally:
+        connection.close()
 
-        if not path.name.lower().endswith(".gz"):
-            check_csv_delimiter(path)  # a compressed file's header is checked once decompressed, in _wanted_columns
-        available = _csv_header(path, source)
-        wanted = _wanted_columns(available, required, source, optional=optional)
-        convert = pa_csv.ConvertOptions(
-            include_columns=wanted,
-            column_types={
-                **({"slice": pa.dictionary(pa.int32(), pa.string())} if "slice" in wanted else {}),
-                **{column: pa.string() for column in ("id", *text_columns) if column in wanted},
-            },
-            strings_can_be_null=False,
-        )
+
+def _read_csv(connection, path: Path, wanted, text_columns, source: str) -> pd.DataFrame:
+    """``wanted`` of a CSV through DuckDB: ``text_columns`` as text, the others typed from their cells.
+
+    The types are found on DuckDB's sample of the file (its first rows), with the cells of :data:`CSV_NULLS`
+    missing, then pinned for the read; when a later cell does not fit its column's type (a stray word in a column of
+    numbers), or a column is text or integers in the sample, they are found again from every row. DuckDB's only
+    missing cell is the empty one: a column that holds another spelling of :data:`CSV_NULLS` is text to it, and
+    :func:`_numbers_or_text` types it. ``text_columns`` keep every cell as written (an empty cell stays empty).
+    """
+    import duckdb
+
+    text = [column for column in dict.fromkeys(text_columns) if column in wanted]
+    options = {
+        "header": "true",
+        "delim": "','",
+        "quote": "'\"'",
+        "escape": "'\"'",
+        "auto_type_candidates": "['BOOLEAN', 'BIGINT', 'DOUBLE', 'VARCHAR']",
+    }
+
+    def query(types: dict, *, whole_file: bool) -> str:
+        kept = [column for column, kind in types.items() if kind == "VARCHAR"]
+        chosen = {
+            **options,
+            **({"sample_size": "-1"} if whole_file else {}),
+            **({"types": "{" + ", ".join(f"{_sql_text(c)}: {_sql_text(k)}" for c, k in types.items()) + "}"}
+               if types else {}),
+            **({"force_not_null": "[" + ", ".join(map(_sql_text, kept)) + "]"} if kept else {}),
+        }  # fmt: skip
+        arguments = ", ".join(f"{key} = {value}" for key, value in chosen.items())
+        return f"SELECT {', '.join(map(_sql_name, wanted))} FROM read_csv({_sql_text(path)}, {arguments})"
+
+    def types(*, whole_file: bool) -> dict:
+        found = connection.execute(f"DESCRIBE {query(dict.fromkeys(text, 'VARCHAR'), whole_file=whole_file)}")
+        return {name: kind for name, kind, *_ in found.fetchall()}
+
+    try:
+        found = types(whole_file=False)
+        # Integers are found on every row: DuckDB reads 2.5 into a column typed BIGINT as 3, without an error.
+        if any(kind in ("VARCHAR", "BIGINT") and name not in text for name, kind in found.items()):
+            found = types(whole_file=True)
         try:
-            arrow_table = pa_csv.read_csv(path, convert_options=convert)
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"{source}: cannot be read as CSV ({error})") from error
-    return arrow_table.to_pandas()
+            table = connection.execute(query(found, whole_file=False)).df()
+        except duckdb.Error:
+            found = types(whole_file=True)
+            table = connection.execute(query(found, whole_file=False)).df()
+    except duckdb.Error as error:
+        raise ValueError(f"{source}: cannot be read as CSV ({_ragged_row(path) or error})") from error
+    for name, kind in found.items():
+        if kind == "VARCHAR" and name not in text:
+            table[name] = _numbers_or_text(table[name])
+    return table
+
+
+def _numbers_or_text(values: pd.Series) -> pd.Series:
+    """A column that is text to DuckDB, whose only null is the empty cell, typed as pyarrow types it: nothing but the
+    cells of :data:`CSV_NULLS` is a column of None; numbers and those cells (R's ``NA``) are doubles with NaN, each
+    parsed by Python's ``float`` (the nearest double); booleans (true / false) and those cells are objects with None;
+    anything else is text, every cell as written."""
+    missing = values.isin(CSV_NULLS).to_numpy()
+    if len(values) and missing.all():
+        return pd.Series([None] * len(values), index=values.index, dtype=object)
+    present = values[~missing]
+    try:
+        numbers = np.full(len(values), np.nan)
+        numbers[~missing] = [float(cell) for cell in present]
+        return pd.Series(numbers, index=values.index)
+    except ValueError:
+        pass
+    flags = present.str.lower().map({"true": True, "false": False})
+    if flags.notna().all():
+        return pd.Series(np.where(missing, None, values.str.lower().map({"true": True, "false": False})),
+                         index=values.index, dtype=object)  # fmt: skip
+    return values
+
+
+def _ragged_row(path: Path) -> str | None:
+    """Where a CSV that DuckDB could not read has a row with more or fewer cells than its header, if it has one."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as stream:
+            rows = csv.reader(stream)
+            width = len(next(rows, []))
+            for row in rows:
+                if len(row) != width:
+                    return f"line {rows.line_num} has {len(row)} cells where the header has {width}"
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return None
+
+
+def _booleans_with_gaps(values: pd.Series) -> bool:
+    """Whether an object column is booleans and missing cells (DuckDB before 1.2 gives NaN for a missing boolean)."""
+    present = values.dropna()
+    return len(present) < len(values) and len(present) > 0 and all(isinstance(value, bool) for value in present)
+
+
+def _numpy_columns(table: pd.DataFrame, *, categories=()) -> pd.DataFrame:
+    """DuckDB's nullable integer and boolean columns as NumPy ones: integers with a missing cell as floats with NaN,
+    booleans with a missing cell as objects with None; the columns of ``categories`` (those present) as categories."""
+    for column in table.columns:
+        dtype = table[column].dtype
+        if column in categories:
+            table[column] = table[column].astype("category")
+        elif isinstance(dtype, pd.BooleanDtype) or (dtype == object and _booleans_with_gaps(table[column])):
+            values = table[column]
+            table[column] = (
+                values.astype(object).where(values.notna(), None) if values.isna().any() else values.astype(bool)
+            )
+        elif isinstance(dtype, pd.api.extensions.ExtensionDtype) and pd.api.types.is_integer_dtype(dtype):
+            values = table[column]
+            table[column] = values.astype("float64") if values.isna().any() else values.astype(dtype.numpy_dtype)
+    return table
 
 
 def _wanted_columns(available, required, source, *, optional=("id",)) -> list[str]:

@@ -189,7 +189,7 @@ def run_calibrate(args) -> None:
     engine = choose_engine(args.engine, args.scores)
     if engine != "pandas" or args.since is not None or args.until is not None:
         return _run_from_counts(args, rules, engine)
-    # CSV or Parquet, only the needed columns, through pyarrow: fine for millions of rows.
+    # CSV or Parquet, only the needed columns, through DuckDB: fine for millions of rows.
     table = read_score_table(args.scores, [args.signal])
     higher, decided_by = _direction(args, read_provenance(args.scores))
     print(

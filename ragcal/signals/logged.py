@@ -136,12 +136,15 @@ def _read_cells(path: Path, source: str) -> tuple[pd.DataFrame, str]:
     if not path.is_file():
         raise ValueError(f"{source}: logged signals file not found")
     if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow as pa
+        import duckdb
 
+        connection = duckdb.connect()
         try:
-            frame = pd.read_parquet(path)
-        except (pa.ArrowException, OSError) as error:
+            frame = connection.read_parquet(str(path)).df()
+        except duckdb.Error as error:
             raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
+        finally:
+            connection.close()
         frame = frame.astype(object).where(frame.notna(), "").astype(str)
         return frame.reset_index(drop=True), "row"
     check_csv_delimiter(path)
