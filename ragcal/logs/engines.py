@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .._params import check_choice, check_int
+from ..score_tables import _numpy_columns
 from .counts import DEFAULT_BINS, MAX_DISTINCT, LogCounts, count_log
 from .duckdb_counts import count_log_duckdb
 from .sources import duckdb_connection, duckdb_view, log_files, parse_time, read_pandas
@@ -117,12 +118,23 @@ def log_batches(source, columns, *, engine: str = "auto", since=None, until=None
         selected += [f'"{column}"' for column in ("id", "query", "slice", "answerable") if column in present]
         if "timestamp" in present:
             selected.append('TRY_CAST("timestamp" AS TIMESTAMPTZ) AS "timestamp"')
-        relation = connection.sql(f"SELECT {', '.join(selected)} FROM score_log")
-        # to_arrow_reader since DuckDB 1.4; fetch_arrow_reader before (deprecated since).
-        reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_arrow_reader
-        reader = reader(batch_rows)
-        for batch in reader:
-            yield batch.to_pandas()
+        connection.execute("SET TimeZone = 'UTC'")  # timestamps come back in UTC, not the machine's zone
+        result = connection.execute(f"SELECT {', '.join(selected)} FROM score_log")
+        # DuckDB hands pandas chunks of 2,048-row vectors; they are cut into batches of batch_rows rows.
+        vectors = max(1, -(-batch_rows // 2048))
+        pending, rows = [], 0
+        while True:
+            chunk = result.fetch_df_chunk(vectors)
+            if len(chunk):
+                pending.append(chunk)
+                rows += len(chunk)
+            while rows >= batch_rows or (rows and not len(chunk)):
+                table = pd.concat(pending, ignore_index=True) if len(pending) > 1 else pending[0]
+                yield _numpy_columns(table.iloc[:batch_rows].reset_index(drop=True))
+                rest = table.iloc[batch_rows:].reset_index(drop=True)
+                pending, rows = ([rest] if len(rest) else []), len(rest)
+            if not len(chunk):
+                return
     finally:
         connection.close()
 
