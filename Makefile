@@ -35,7 +35,7 @@ reduced-snapshot: $(STAMP)
 	rm -rf .reduced-study-previous
 	if [ -d tests/golden/reduced-study ]; then mv tests/golden/reduced-study .reduced-study-previous; \
 		else mkdir .reduced-study-previous; fi
-	$(BIN)/ragcal reproduce --corpus fastapi --skip-notebooks --splits 50 --chunking headings-256,headings-512 \
+	$(BIN)/ragcal reproduce --corpus fastapi --skip-notebooks --splits 50 --chunking headings-256 \
 		--results tests/golden/reduced-study --reference .reduced-study-previous
 	rm -rf .reduced-study-previous
 

@@ -53,7 +53,7 @@ def write(path: Path, text: str) -> Path:
 #: The slowest test files, slowest first: seconds of one worker in a ``make test`` on this 2-core machine with the
 #: embedding cache warm (2026-12-07; re-measure with ``--junitxml``): floors 177, notebooks 126, doc snippets 98,
 #: faults 108 (about 80 since its corpus was halved), then 50 down to 20. The wheel's reduced study took 57 s warm and
-#: takes about two minutes more on CI's cold cache (it embeds a second chunking), hence its place. Given first to
+#: about two minutes more on CI's cold cache while it embedded a second chunking (it no longer does). Given first to
 #: pytest-xdist, which ``make test`` tells to keep this order (``--no-loadscope-reorder``), they run while the many
 #: short files fill in behind them, and both workers finish together; by default xdist starts with the files that
 #: hold the most tests, which left the longest to the end.
