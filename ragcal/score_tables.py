@@ -189,6 +189,55 @@ def _sql_name(name: str) -> str:
     return '"' + str(name).replace('"', '""') + '"'
 
 
+def duckdb_file(path) -> str:
+    """``path`` as DuckDB's file readers must be given one file: absolute, its glob characters (``[ ] * ? { }``)
+    escaped as one-character classes, so that ``run[1].csv`` is not read as ``run1.csv``."""
+    return re.sub(r"([\[\]*?{}])", r"[\1]", str(Path(path).resolve()))
+
+
+def _sql_path(path) -> str:
+    return _sql_text(duckdb_file(path))
+
+
+def read_parquet_columns(connection, path, wanted=None) -> pd.DataFrame:
+    """Columns of a Parquet file through DuckDB, by position and under their exact names (DuckDB's own names ignore
+    case and rename a repeated one); ``wanted`` (names) or all but pandas' unnamed index columns. DECIMAL columns come
+    back as their exact text, which the caller parses (DuckDB's DECIMAL to DOUBLE is not correctly rounded).
+
+    Raises ``duckdb.Error`` when the file cannot be read and ``ValueError`` for a column it lacks.
+    """
+    names = parquet_names(connection, path)
+    if wanted is None:
+        wanted = [name for name in names if not re.fullmatch(r"__index_level_\d+__", name)]
+    positions = {}
+    for position, name in enumerate(names, start=1):
+        positions.setdefault(name, position)
+    missing = [name for name in wanted if name not in positions]
+    if missing:
+        raise ValueError(f"no column(s) {', '.join(map(repr, missing))}")
+    selected = [f"#{positions[name]}" for name in wanted]
+    query = f"SELECT {', '.join(selected)} FROM read_parquet({_sql_path(path)})"
+    kinds = [kind for _, kind, *_ in connection.execute(f"DESCRIBE {query}").fetchall()]
+    selected = [
+        f"CAST({column} AS VARCHAR)" if kind.startswith("DECIMAL") else column for column, kind in zip(selected, kinds)
+    ]
+    aliased = [f"{column} AS c{number}" for number, column in enumerate(selected)]
+    table = connection.execute(f"SELECT {', '.join(aliased)} FROM read_parquet({_sql_path(path)})").df()
+    table.columns = list(wanted)
+    for name, kind in zip(wanted, kinds):
+        if kind.startswith("DECIMAL"):
+            table[name] = _numbers_or_text(table[name].fillna(""))
+    return table
+
+
+def parquet_names(connection, path) -> list[str]:
+    """The top-level column names of a Parquet file, exactly as written (see :func:`read_parquet_columns`)."""
+    schema = connection.execute(f"SELECT name, num_children FROM parquet_schema({_sql_path(path)})").fetchall()
+    if all(not children for _, children in schema[1:]):
+        return [name for name, _ in schema[1:]]
+    return connection.read_parquet(duckdb_file(path)).columns
+
+
 def read_columns(path: Path, required, *, source: str, what: str, optional=("id",), text_columns=()) -> pd.DataFrame:
     """Columns ``optional`` (those present) then ``required`` of a CSV, CSV.gz or Parquet file, through DuckDB.
 
@@ -213,35 +262,45 @@ def read_columns(path: Path, required, *, source: str, what: str, optional=("id"
     try:
         connection.execute("SET enable_progress_bar = false")
         if kind == "csv":
-            wanted = _wanted_columns(_csv_header(path, source), required, source, optional=optional)
-            table = _read_csv(connection, path, wanted, ("id", "slice", *text_columns), source)
+            header = _csv_header(path, source)
+            wanted = _wanted_columns(header, required, source, optional=optional)
+            if not _has_rows(path):  # the header alone: DuckDB finds no row to read past it
+                return _numpy_columns(
+                    pd.DataFrame({name: pd.Series([], dtype=object) for name in wanted}), categories=("slice",)
+                )
+            table = _read_csv(connection, path, header, wanted, ("id", "slice", *text_columns), source)
             return _numpy_columns(table, categories=("slice",))
         try:
-            available = connection.read_parquet(str(path)).columns
-            wanted = _wanted_columns(available, required, source, optional=optional)
-            table = connection.execute(
-                f"SELECT {', '.join(map(_sql_name, wanted))} FROM read_parquet({_sql_text(path)})"
-            )
-            return _numpy_columns(table.df())
+            wanted = _wanted_columns(parquet_names(connection, path), required, source, optional=optional)
+            return _numpy_columns(read_parquet_columns(connection, path, wanted))
         except duckdb.Error as error:
             raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
     finally:
         connection.close()
 
 
-def _read_csv(connection, path: Path, wanted, text_columns, source: str) -> pd.DataFrame:
-    """``wanted`` of a CSV through DuckDB: ``text_columns`` as text, the others typed from their cells.
+def _read_csv(connection, path: Path, header, wanted, text_columns, source: str) -> pd.DataFrame:
+    """``wanted`` of a CSV whose header is ``header``, through DuckDB: ``text_columns`` as text, the others typed from
+    their cells.
 
-    The types are found on DuckDB's sample of the file (its first rows), then pinned for the read; when a later cell does not fit its column's type (a stray word in a column of
-    numbers), or a column is text or integers in the sample, they are found again from every row. DuckDB's only
-    missing cell is the empty one: a column that holds another spelling of :data:`CSV_NULLS` is text to it, and
+    Columns are read by position under names of ragcal's own, then given their names from ``header``: DuckDB's
+    names ignore case, trim spaces and rename a repeated one. The types are found on DuckDB's sample of the file
+    (its first rows), then pinned for the read; when a later cell does not fit its column's type (a stray word in a
+    column of numbers), or a column is text or integers in the sample, they are found again from every row. DuckDB's
+    only missing cell is the empty one: a column that holds another spelling of :data:`CSV_NULLS` is text to it, and
     :func:`_numbers_or_text` types it. ``text_columns`` keep every cell as written (an empty cell stays empty).
     """
     import duckdb
 
-    text = [column for column in dict.fromkeys(text_columns) if column in wanted]
+    positions = {}
+    for position, name in enumerate(header):
+        positions.setdefault(name, position)
+    columns = [f"c{positions[name]}" for name in wanted]
+    text = {f"c{positions[name]}" for name in text_columns if name in positions and name in wanted}
     options = {
-        "header": "true",
+        "header": "false",
+        "skip": "1",
+        "names": "[" + ", ".join(_sql_text(f"c{position}") for position in range(len(header))) + "]",
         "delim": "','",
         "quote": "'\"'",
         "escape": "'\"'",
@@ -258,10 +317,10 @@ def _read_csv(connection, path: Path, wanted, text_columns, source: str) -> pd.D
             **({"force_not_null": "[" + ", ".join(map(_sql_text, kept)) + "]"} if kept else {}),
         }  # fmt: skip
         arguments = ", ".join(f"{key} = {value}" for key, value in chosen.items())
-        return f"SELECT {', '.join(map(_sql_name, wanted))} FROM read_csv({_sql_text(path)}, {arguments})"
+        return f"SELECT {', '.join(columns)} FROM read_csv({_sql_path(path)}, {arguments})"
 
     def types(*, whole_file: bool) -> dict:
-        found = connection.execute(f"DESCRIBE {query(dict.fromkeys(text, 'VARCHAR'), whole_file=whole_file)}")
+        found = connection.execute(f"DESCRIBE {query(dict.fromkeys(sorted(text), 'VARCHAR'), whole_file=whole_file)}")
         return {name: kind for name, kind, *_ in found.fetchall()}
 
     try:
@@ -276,10 +335,16 @@ def _read_csv(connection, path: Path, wanted, text_columns, source: str) -> pd.D
             table = connection.execute(query(found, whole_file=False)).df()
     except duckdb.Error as error:
         raise ValueError(f"{source}: cannot be read as CSV ({_ragged_row(path) or error})") from error
-    for name, kind in found.items():
-        if kind == "VARCHAR" and name not in text:
-            table[name] = _numbers_or_text(table[name])
+    for column in columns:
+        if found[column] == "VARCHAR" and column not in text:
+            table[column] = _numbers_or_text(table[column])
+    table.columns = list(wanted)
     return table
+
+
+#: A number as pyarrow and DuckDB's DOUBLE read one: digits with an optional point and exponent, or inf / nan
+#: (Python's ``float`` alone would also take ``1_000`` and other scripts' digits).
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|infinity|nan)", re.IGNORECASE | re.ASCII)
 
 
 def _numbers_or_text(values: pd.Series) -> pd.Series:
@@ -291,17 +356,29 @@ def _numbers_or_text(values: pd.Series) -> pd.Series:
     if len(values) and missing.all():
         return pd.Series([None] * len(values), index=values.index, dtype=object)
     present = values[~missing]
-    try:
+    if all(_NUMBER.fullmatch(cell) for cell in present):
         numbers = np.full(len(values), np.nan)
         numbers[~missing] = [float(cell) for cell in present]
         return pd.Series(numbers, index=values.index)
-    except ValueError:
-        pass
     flags = present.str.lower().map({"true": True, "false": False})
     if flags.notna().all():
         return pd.Series(np.where(missing, None, values.str.lower().map({"true": True, "false": False})),
                          index=values.index, dtype=object)  # fmt: skip
     return values
+
+
+def _has_rows(path: Path) -> bool:
+    """Whether a CSV has a row after its header."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as stream:
+            rows = csv.reader(stream)
+            next(rows, None)
+            return next(rows, None) is not None
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return True  # DuckDB's read then says what is wrong
 
 
 def _ragged_row(path: Path) -> str | None:

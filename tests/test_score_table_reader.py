@@ -7,6 +7,7 @@ these tests put the misleading cell after the sample (DuckDB's first 20,480 rows
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ragcal.score_tables import read_columns, read_score_table
@@ -88,3 +89,61 @@ def test_a_row_of_the_wrong_width_is_named_by_its_line(tmp_path, ending, line, c
     with pytest.raises(ValueError, match=rf"ragged.csv: cannot be read as CSV \(line {line} has {cells} cells where "
                                          r"the header has 4\)$"):  # fmt: skip
         read_score_table(path, ["dense_top1"])
+
+
+def test_a_file_name_with_glob_characters_names_that_file_alone(tmp_path):
+    (tmp_path / "run[1].csv").write_text("id,answerable,slice,s\nq1,true,a,0.5\n")
+    (tmp_path / "run1.csv").write_text("id,answerable,slice,s\nq9,true,a,0.9\n")
+    (tmp_path / "a*b.csv").write_text("id,answerable,slice,s\nq2,true,a,0.5\n")
+    (tmp_path / "aXb.csv").write_text("id,answerable,slice,s\nq8,true,a,0.9\n")
+    assert read_score_table(tmp_path / "run[1].csv", ["s"])["id"].tolist() == ["q1"]
+    assert read_score_table(tmp_path / "a*b.csv", ["s"])["id"].tolist() == ["q2"]
+
+
+def test_columns_are_matched_by_their_exact_names(tmp_path):
+    # DuckDB's own names ignore case, trim spaces and rename a repeated one ("s" twice: "s", "s_1").
+    path = tmp_path / "names.csv"
+    path.write_text("ID,id,s,s,S,s_1,s ,answerable,slice\nQ,q,1,2,3,4,5,true,a\n")
+    table = read_columns(path, ["answerable", "slice", "s", "S", "s_1", "s "], source="names.csv", what="score table")
+    assert table.to_dict("list") == {
+        "id": ["q"], "answerable": [True], "slice": ["a"], "s": [1], "S": [3], "s_1": [4], "s ": [5]
+    }  # fmt: skip
+
+
+def test_parquet_columns_by_their_exact_names_and_decimals_to_the_nearest_double(tmp_path):
+    from decimal import Decimal
+
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    exact = "754698791262.741285"  # DuckDB's own DECIMAL -> DOUBLE gives the double below this one
+    pq.write_table(
+        pa.table({
+            "Score": [1.0], "score": [2.0], "answerable": [True], "slice": ["a"],
+            "reranker": pa.array([Decimal(exact)], type=pa.decimal128(18, 6)),
+        }),
+        tmp_path / "log.parquet",
+    )  # fmt: skip
+    table = read_columns(tmp_path / "log.parquet", ["answerable", "slice", "score", "reranker"], source="log.parquet",
+                         what="score table")  # fmt: skip
+    assert table["score"].tolist() == [2.0]
+    assert table["reranker"].tolist() == [float(exact)]
+
+
+def test_logged_parquet_signals_leave_pandas_index_out(tmp_path):
+    from ragcal.signals.logged import read_logged_signals
+
+    pytest.importorskip("pyarrow")
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "reranker": [0.1, 0.2, 0.3]})
+    frame[frame["reranker"] > 0.15].to_parquet(tmp_path / "logged.parquet")  # writes __index_level_0__
+    assert read_logged_signals(tmp_path / "logged.parquet").values.columns.tolist() == ["reranker"]
+
+
+def test_underscored_digits_are_text_and_a_header_alone_is_an_empty_table(tmp_path):
+    path = tmp_path / "u.csv"
+    path.write_text("answerable,slice,s\ntrue,a,1_000\n")
+    with pytest.raises(ValueError, match=r"u.csv, line 2, column 's': not numeric, got '1_000'"):
+        read_score_table(path, ["s"])
+    path.write_text("id,answerable,slice,s\n")
+    table = read_columns(path, ["answerable", "slice", "s"], source="u.csv", what="score log")
+    assert list(table.columns) == ["id", "answerable", "slice", "s"] and len(table) == 0

@@ -118,7 +118,6 @@ def log_batches(source, columns, *, engine: str = "auto", since=None, until=None
         selected += [f'"{column}"' for column in ("id", "query", "slice", "answerable") if column in present]
         if "timestamp" in present:
             selected.append('TRY_CAST("timestamp" AS TIMESTAMPTZ) AS "timestamp"')
-        connection.execute("SET TimeZone = 'UTC'")  # timestamps come back in UTC, not the machine's zone
         result = connection.execute(f"SELECT {', '.join(selected)} FROM score_log")
         # DuckDB hands pandas chunks of 2,048-row vectors; they are cut into batches of batch_rows rows.
         vectors = max(1, -(-batch_rows // 2048))

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..score_tables import duckdb_file
+
 #: Label texts read as answerable / unanswerable by every engine (case and spaces ignored); others are unlabeled.
 TRUE_TEXTS = ("true", "t", "yes", "1", "1.0")
 FALSE_TEXTS = ("false", "f", "no", "0", "0.0")
@@ -102,6 +104,7 @@ def duckdb_view(connection, source, since, until):
     """A DuckDB view ``score_log`` of the rows of ``source`` in the window; returns its columns."""
     kind, files = log_files(source)
     # CSV cells as text, cast where they are used (as Spark reads CSV): an id such as "1.50" stays "1.50".
+    files = [duckdb_file(name) for name in files]  # each one file, not a pattern
     relation = connection.read_parquet(files) if kind == "parquet" else connection.read_csv(files, all_varchar=True)
     columns = relation.columns
     if (since is not None or until is not None) and "timestamp" not in columns:
@@ -128,6 +131,8 @@ def duckdb_connection(memory_limit: str = "1GB", threads=None):
     connection = duckdb.connect()
     connection.execute(f"SET memory_limit = '{memory_limit}'")
     connection.execute("SET enable_progress_bar = false")  # a library prints nothing of its own
+    # A timestamp without a zone is UTC, as the pandas engine reads it (not the machine's zone).
+    connection.execute("SET TimeZone = 'UTC'")
     if threads is not None:
         connection.execute(f"SET threads = {int(threads)}")
     return connection

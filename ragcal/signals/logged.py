@@ -74,8 +74,6 @@ BOOLEAN_VALUES = {"true": 1.0, "yes": 1.0, "false": 0.0, "no": 0.0}
 LONG_COLUMNS = ("id", "name", "value")
 
 
-
-
 @dataclass(frozen=True)
 class LoggedSignals:
     """Logged signals read from one file, checked, one column per signal.
@@ -138,9 +136,11 @@ def _read_cells(path: Path, source: str) -> tuple[pd.DataFrame, str]:
     if path.suffix.lower() in (".parquet", ".pq"):
         import duckdb
 
+        from ..score_tables import read_parquet_columns
+
         connection = duckdb.connect()
         try:
-            frame = connection.read_parquet(str(path)).df()
+            frame = read_parquet_columns(connection, path)  # pandas' unnamed index left out
         except duckdb.Error as error:
             raise ValueError(f"{source}: cannot be read as Parquet ({error})") from error
         finally:
@@ -356,9 +356,7 @@ def _table_ids(table: pd.DataFrame, source: str) -> pd.Index:
     ids = pd.Index(table["id"].astype(str).str.strip())
     repeated = ids[ids.duplicated()].unique()
     if len(repeated):
-        raise ValueError(
-            f"{source}: ids appear more than once ({listing(repeated)}); joining by id needs one row each"
-        )
+        raise ValueError(f"{source}: ids appear more than once ({listing(repeated)}); joining by id needs one row each")
     return ids
 
 
