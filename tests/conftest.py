@@ -10,7 +10,7 @@ os.environ.update(PINNED_ENVIRONMENT)
 
 import pytest  # noqa: E402
 
-from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, RUST_BOOK_EXCLUDE  # noqa: E402
+from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE  # noqa: E402
 from ragcal.embedding import Embedder  # noqa: E402
 
 # Pages copied into the small end-to-end corpus; the queries in tests refer to them.
@@ -101,21 +101,20 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-    """With pytest-xdist (``make test`` runs ``-n 2``), build and save the two bundled indexes once, first.
+    """With pytest-xdist (``make test`` runs ``-n 2``), build and save the bundled FastAPI index once, first.
 
-    Both workers need them. Built here, in the controller and before the
-    workers start, the corpora are embedded once and each worker's
-    :func:`fastapi_index` / :func:`rust_book_index` loads the saved index;
-    otherwise both workers would embed the same cold corpora at once, each on
-    two cores. A plain ``pytest`` run (no ``-n``) skips this.
+    Both workers need it. Built here, in the controller and before the
+    workers start, the corpus is embedded once and each worker's
+    :func:`fastapi_index` loads the saved index; otherwise both workers would
+    embed the same cold corpus at once, each on two cores. A plain ``pytest``
+    run (no ``-n``) skips this. No test needs the whole Rust book embedded
+    (its golden set searches the committed candidates, tests/study/test_golden.py).
     """
     if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
         return
-    from ragcal.datasets import RUST_BOOK_CORPUS
     from ragcal.retrieval.index import build_index
 
     build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
-    build_index(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)
     # The workers, started after this hook, and the processes they start (notebook kernels, CLI runs, the wheel's
     # reproduce) share the two cores. OpenMP threads that spin while they wait (torch's default) then take the
     # cores from each other: two 2-thread MiniLM runs at once took 50 s each here, against 15 s alone, and 21 s
@@ -129,12 +128,3 @@ def fastapi_index():
     from ragcal.retrieval.index import build_index
 
     return build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
-
-
-@pytest.fixture(scope="session")
-def rust_book_index():
-    """The whole bundled Rust book with the default model and the default (user or CI) embedding cache."""
-    from ragcal.datasets import RUST_BOOK_CORPUS
-    from ragcal.retrieval.index import build_index
-
-    return build_index(RUST_BOOK_CORPUS, exclude=RUST_BOOK_EXCLUDE)

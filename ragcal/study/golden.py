@@ -34,6 +34,7 @@ __all__ = [
     "model_slug",
     "golden_file",
     "golden_snapshot",
+    "candidate_golden_snapshot",
     "compare_golden",
     "write_golden",
 ]
@@ -103,16 +104,82 @@ def golden_snapshot(
         query_id: result.score_at(1)
         for query_id, result in zip(queries["id"], index.dense.search(list(queries["query"]), k=1))
     }
+    return _snapshot(top1, queries, index.config, ids=ids, rule=rule, tolerance=tolerance, band=band)
+
+
+def candidate_golden_snapshot(
+    chunks,
+    chunking: dict,
+    embedder,
+    queries,
+    run,
+    *,
+    ids=GOLDEN_IDS["rust-book"],
+    rule: str = "keep@1.0",
+    lowest: int = 5,
+    depth: int = 10,
+    tolerance: float = 0.005,
+    band: float = 0.02,
+) -> dict:
+    """:func:`golden_snapshot` searching, for each question it needs, only the chunks a committed run ranked first.
+
+    The golden questions ``ids``, the ``lowest`` answerable questions of
+    ``run`` with the lowest top-1 scores and the ``lowest`` questions just
+    below those (a ``keep@1.0`` threshold sits midway between the two) are
+    searched over the union of their ``depth`` best chunks in ``run``,
+    embedded by ``embedder``, not over the whole corpus. While the model and
+    the chunks are those the run was made with, every such question finds
+    the same top-1 chunk and score as over the whole corpus: a moved score
+    scale moves these scores too, which is what a golden set is for. A chunk
+    of ``run`` that ``chunks`` no longer holds is an error. The threshold is
+    fitted on these questions only, which gives the whole set's as long as
+    the questions on both sides of it are among them.
+
+    Parameters
+    ----------
+    chunks : sequence of Chunk
+        The whole corpus's chunks (:func:`ragcal.retrieval.index.chunk_corpus`).
+    chunking : dict
+        Their chunker's options; ``n_chunks`` is taken from ``chunks``.
+    run : DataFrame
+        A dense TREC run of ``queries`` (:func:`ragcal.runs.read_trec_run`).
+    """
+    from ..retrieval.dense import DenseRetriever
+
+    queries = queries.reset_index(drop=True)
+    run = run.assign(rank=run["rank"].astype(int), score=run["score"].astype(float))
+    first = run[run["rank"] == 1].set_index("qid")["score"]
+    answerable = first.reindex(queries.loc[queries["answerable"].astype(bool), "id"]).dropna()
+    # keep@1.0 sits midway between the lowest answerable score and the next one below, of any question.
+    below = first[first < answerable.min()] if len(answerable) else first.iloc[:0]
+    needed = set(ids) | set(answerable.nsmallest(lowest).index) | set(below.nlargest(lowest).index)
+    missing = sorted(needed - set(first.index))
+    if missing:
+        raise ValueError(f"candidate_golden_snapshot: the run has no results for {missing}")
+    wanted = set(run.loc[run["qid"].isin(needed) & (run["rank"] <= depth), "docid"])
+    by_id = {chunk.chunk_id: chunk for chunk in chunks}
+    gone = sorted(wanted - set(by_id))
+    if gone:
+        raise ValueError(f"candidate_golden_snapshot: chunks of the run are not in the corpus: {gone[:5]}")
+    retriever = DenseRetriever.from_chunks([by_id[chunk_id] for chunk_id in sorted(wanted)], embedder)
+    asked = queries[queries["id"].isin(needed)].reset_index(drop=True)
+    top1 = {
+        query_id: result.score_at(1)
+        for query_id, result in zip(asked["id"], retriever.search(list(asked["query"]), k=1))
+    }
+    config = {"model_fingerprint": embedder.fingerprint, **chunking, "n_chunks": len(chunks)}
+    return _snapshot(top1, asked, config, ids=ids, rule=rule, tolerance=tolerance, band=band)
+
+
+def _snapshot(top1: dict, queries, config: dict, *, ids, rule: str, tolerance: float, band: float) -> dict:
     missing = [query_id for query_id in ids if query_id not in top1]
     if missing:
         raise ValueError(f"golden ids not in the query file: {missing}")
     threshold = fit_threshold(rule, np.array([top1[query_id] for query_id in queries["id"]]), queries["answerable"])
     return {
-        "model_fingerprint": index.config["model_fingerprint"],
+        "model_fingerprint": config["model_fingerprint"],
         "chunking": {
-            key: index.config[key]
-            for key in ("chunker", "max_tokens", "expand_includes", "n_chunks")
-            if key in index.config
+            key: config[key] for key in ("chunker", "max_tokens", "expand_includes", "n_chunks") if key in config
         },
         "tolerance": tolerance,
         "dense_top1": {query_id: round(top1[query_id], 6) for query_id in ids},
