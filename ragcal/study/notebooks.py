@@ -61,6 +61,9 @@ FRAMEWORK_NOTEBOOK = "12_frameworks"
 FRAMEWORK_MODULES = ("langchain_core", "langchain_community")
 #: Notebooks that read ``results/<corpus>/`` (the corpora compared, or the committed gate and scores).
 COMPARING_NOTEBOOKS = ("06_two_corpora", "08_selective_risk", "09_review_and_monitor")
+#: The notebooks that take longest, longest first (seconds of one run as a script on the FastAPI docs, on this
+#: 2-core machine: 20 to 31, 15 and 14; the others 3 to 7): started first when notebooks run in parallel.
+SLOWEST_NOTEBOOKS = ("04_prototype_a_signal", "07_new_signals", "05_gates")
 #: The notebook of an imported public benchmark (``ragcal reproduce --benchmark``), not run for the bundled corpora.
 BENCHMARK_NOTEBOOK = "10_benchmarks"
 #: The notebook of the judge study (``ragcal reproduce --judge``), run once on ``results/judge/``.
@@ -257,6 +260,8 @@ def _execute_runs(runs, *, jobs: int, log) -> None:
             _execute_to(name, folder, parameters)
             log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'}")
         return
+    # The slowest first, so that the last ones to finish are short and neither process waits long for the other.
+    runs = sorted(runs, key=lambda run: SLOWEST_NOTEBOOKS.index(run[0]) if run[0] in SLOWEST_NOTEBOOKS else 99)
     log(f"executing {len(runs)} notebooks, {min(jobs, len(runs))} at a time: {', '.join(name for name, *_ in runs)}")
     started, done = time.perf_counter(), []
 
@@ -276,7 +281,8 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
     The first corpus (FastAPI, the published one) runs every notebook and keeps
     the executed copies in ``notebooks/`` with figures in ``figures/``. Every
     other corpus runs :data:`PER_CORPUS_NOTEBOOKS` with its figures in
-    ``figures/<name>/``. Notebooks that compare corpora run once, last.
+    ``figures/<name>/``. Notebooks that compare corpora (:data:`COMPARING_NOTEBOOKS`)
+    run once, when there are two corpora or more.
 
     Parameters
     ----------
@@ -286,8 +292,9 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
         and :data:`NOTEBOOKS_DIR` when None.
     jobs : int, default=1
         Notebooks executed at once, each in its own process and kernel
-        (:func:`ragcal.study.parallel.run_in_processes`); the comparing
-        notebooks run last, when every other one is done.
+        (:func:`ragcal.study.parallel.run_in_processes`), the slowest
+        (:data:`SLOWEST_NOTEBOOKS`) first. Each writes the same bytes whatever
+        runs beside it.
     """
     import tempfile
 
@@ -318,19 +325,15 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
                 "figures_dir": str(figures_dir / spec.name),
             }
             runs += [(name, Path(scratch) / spec.name, parameters) for name in PER_CORPUS_NOTEBOOKS]
+        if len(corpora) > 1:
+            # They read only results/, which the study wrote before any notebook starts: the same pool runs them.
+            comparing = dict(folders)
+            if results_dir != RESULTS_DIR.resolve():
+                comparing["results_dir"] = str(results_dir)
+            runs += [(name, output_dir, comparing) for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS]
         _execute_runs(runs, jobs=jobs, log=log)
     for spec in corpora[1:]:
         log(f"figures of {spec.title} written to {figures_dir / spec.name}/")
-    if len(corpora) > 1:
-        parameters = dict(folders)
-        if results_dir != RESULTS_DIR.resolve():
-            parameters["results_dir"] = str(results_dir)
-        execute_notebooks(
-            names=[name for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS],
-            output_dir=output_dir,
-            parameters=parameters,
-            log=log,
-        )
 
 
 def reproduce_benchmark_figures(name: str, *, figures_dir=None, results_dir=None, output_dir=None, log=print):
