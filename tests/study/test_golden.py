@@ -60,7 +60,14 @@ def current(corpus, request):
 
 def test_searching_the_committed_candidates_gives_the_whole_index_snapshot(fastapi_index):
     whole = golden_snapshot(fastapi_index, load_queries(FASTAPI_QUERIES, corpus_paths=fastapi_index.doc_paths))
-    assert candidate_snapshot("fastapi") == whole
+    candidates = candidate_snapshot("fastapi")
+    # The same vectors, but faiss multiplies a 170-row and a 2,282-row matrix: BLAS may sum a dot product in another
+    # order on another processor, so the scores (rounded to 6 decimals) are compared within 2e-6, not to the bit.
+    assert {key: value for key, value in candidates.items() if key not in ("dense_top1", "threshold")} == {
+        key: value for key, value in whole.items() if key not in ("dense_top1", "threshold")
+    }
+    assert candidates["dense_top1"] == pytest.approx(whole["dense_top1"], abs=2e-6)
+    assert candidates["threshold"]["value"] == pytest.approx(whole["threshold"]["value"], abs=2e-6)
     # With a threshold's neighbours left out, the snapshot's keep@1.0 threshold is another one: they are needed.
     assert candidate_snapshot("fastapi", lowest=0)["threshold"] != whole["threshold"]
     assert candidate_snapshot("fastapi", lowest=0)["dense_top1"] == whole["dense_top1"]
