@@ -7,10 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-# Pinned numeric kernels (ragcal/numerics.py): one machine computes the same bits with AVX2 or AVX-512 kernels;
+# Pinned numeric kernels (ragcal/numerics.py): a text's vector has the same bits whatever its batch on one machine;
 # across machines `ragcal reproduce` anchors to the committed values (ragcal/study/anchoring.py).
 export ATEN_CPU_CAPABILITY := avx2
-export MKL_CBWR := AVX2,STRICT
+export MKL_CBWR := AUTO,STRICT
 export NPY_DISABLE_CPU_FEATURES := X86_V4 AVX512_ICL AVX512_SPR
 
 .PHONY: reproduce reduced-snapshot test docs benchmark clean-venv

@@ -1,27 +1,33 @@
-"""Pinned numeric kernels: the same bits from AVX2 and AVX-512 kernels on one machine, and what they cannot pin.
+"""Pinned numeric kernels: the same bits however a batch is split, and what they cannot pin.
 
 Torch chooses its CPU kernels when it starts: AVX-512 where the processor has
-it, AVX2 elsewhere. The two round differently in the last bits, so an
-embedding computed on one machine differs from the same embedding computed on
-another by about 1e-7, and a study whose threshold sits near a score writes
-other numbers. (That was the cause of the drift between the committed results
-and a fresh ``make reproduce``: they had been written on an AVX-512 machine and
-were rebuilt on an AVX2 one.)
+it, AVX2 elsewhere, and MKL chooses its matrix kernels by processor. They round
+differently in the last bits, so an embedding computed on one machine differs
+from the same embedding computed on another by about 1e-7, and a study whose
+threshold sits near a score would write other numbers. Across machines that is
+settled by anchoring (:mod:`ragcal.study.anchoring`), not by these settings.
 
-:data:`PINNED_ENVIRONMENT` fixes the kernels to the AVX2 ones that every such
-machine has:
+:data:`PINNED_ENVIRONMENT` fixes what can be fixed on one machine:
 
 - ``ATEN_CPU_CAPABILITY=avx2``: torch's own vectorised kernels (softmax,
-  layer norm, GELU, ...);
-- ``MKL_CBWR=AVX2,STRICT``: MKL's conditional numerical reproducibility, for
-  the matrix products; strict, so that a product's bits do not depend on how
-  MKL splits it between threads (without it, on an AVX-512 Xeon with 2
-  threads, a question encoded with two others differed in its last bits from
-  the same question encoded alone; strict costs nothing measurable here: 6.72 s
-  against 6.79 s for 200 FastAPI chunks). :class:`ragcal.embedding.Embedder` runs its forward passes
-  with oneDNN switched off (``torch.backends.mkldnn.flags``), so that torch
-  multiplies through MKL; oneDNN picks its kernels by processor and has no
-  such switch;
+  layer norm, GELU, ...), the AVX2 ones that every such machine has; no
+  slower here than the AVX-512 ones (6.42 s against 6.34 s for 300 FastAPI
+  chunks);
+- ``MKL_CBWR=AUTO,STRICT``: MKL's conditional numerical reproducibility, for
+  the matrix products. ``AUTO`` runs the code path MKL chooses for the
+  processor, with fixed cache sizes, deterministic reductions and static
+  scheduling; ``STRICT`` makes a product's bits independent of how MKL splits
+  it between threads (without it, on an AVX-512 Xeon with 2 threads, a
+  question encoded with two others differed in its last bits from the same
+  question encoded alone). :class:`ragcal.embedding.Embedder` runs its forward
+  passes with oneDNN switched off (``torch.backends.mkldnn.flags``), so that
+  torch multiplies through MKL; oneDNN picks its kernels by processor and has
+  no such switch. Until December 2026 the branch was ``AVX2``: on an Intel
+  Xeon with AVX-512 that cost MiniLM 1.37 to 1.4 times the time of ``AUTO``
+  (``benchmarks/bench_kernels.py``) and bought nothing the committed results
+  need. MKL runs its ``AUTO`` branch on processors that are not Intel's
+  whatever branch is asked for (its documentation), so an AMD EPYC computes
+  the same bits under both settings;
 - ``NPY_DISABLE_CPU_FEATURES``: NumPy's AVX-512 loops, whose ``log`` and
   ``exp`` round otherwise than its AVX2 ones (the clarity and NQC signals).
 
@@ -44,16 +50,17 @@ embedding cache is keyed by the kernels torch actually runs
 (:attr:`ragcal.embedding.Embedder.cache_key`), so vectors from pinned and
 unpinned runs are never mixed.
 
-What has been checked: on one machine, pinned AVX2 and AVX-512 kernels give
-the same bits. Across machines they do not: on an Intel Xeon with AVX-512 and
-AMX, the pinned kernels moved 113 of the 189 committed FastAPI ``dense_top1``
-scores by up to 1.2e-7 (the vectors differ; faiss's batched and one-by-one
-searches agree), an AMD EPYC moved them by as much (9.4e-7 for
-``dense_smv``), and an Arm machine runs other kernels (and no MKL)
-altogether. The study holds there by anchoring
-(:mod:`ragcal.study.anchoring`): model-derived quantities within their
-declared tolerance of the committed ones continue from the committed values,
-and ``ragcal reproduce`` ends with a verdict. ``RAGCAL_KERNELS=machine``
+What has been checked: on one machine, a text's vector has the same bits
+whatever batch it is encoded in, under these settings and not without
+``STRICT`` (``benchmarks/bench_kernels.py``; ``tests/embedding/``). Across
+machines they do not: on an Intel Xeon with AVX-512 and AMX, the former
+``AVX2`` pin moved 113 of the 189 committed FastAPI ``dense_top1`` scores by
+up to 1.2e-7 (the vectors differ; faiss's batched and one-by-one searches
+agree), an AMD EPYC moved them by as much (9.4e-7 for ``dense_smv``), and an
+Arm machine runs other kernels (and no MKL) altogether. The study holds there
+by anchoring (:mod:`ragcal.study.anchoring`): model-derived quantities within
+their declared tolerance of the committed ones continue from the committed
+values, and ``ragcal reproduce`` ends with a verdict. ``RAGCAL_KERNELS=machine``
 (:data:`KERNELS_VARIABLE`) keeps ``ragcal reproduce`` from pinning, which is
 how another processor is emulated on one machine
 (``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE``: in float32, 96% of
@@ -70,7 +77,7 @@ __all__ = ["KERNELS_VARIABLE", "PINNED_ENVIRONMENT", "pinned", "pinned_environme
 #: Environment variables that pin the numeric kernels (read when torch and MKL load).
 PINNED_ENVIRONMENT = {
     "ATEN_CPU_CAPABILITY": "avx2",
-    "MKL_CBWR": "AVX2,STRICT",
+    "MKL_CBWR": "AUTO,STRICT",
     "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR",
 }
 #: ``RAGCAL_KERNELS=machine`` runs ``ragcal reproduce`` with the kernels the environment gives (not restarted pinned):

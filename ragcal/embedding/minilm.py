@@ -186,7 +186,7 @@ def dimension_from_folder(folder) -> int | None:
 def kernel_capability() -> str:
     """The CPU kernels torch dispatches to (``"AVX2"``, ``"AVX512"``, ...) and MKL's mode where ``MKL_CBWR`` sets one.
 
-    Their last bits differ: ``"AVX2-mklAVX2-STRICT"`` under the pinned kernels
+    Their last bits differ: ``"AVX2-mklAUTO-STRICT"`` under the pinned kernels
     (:mod:`ragcal.numerics`), ``"AVX512"`` with none.
     """
     import os

@@ -112,7 +112,7 @@ def test_a_cache_written_with_the_old_key_is_not_read(texts, cold, tmp_path):
     # The public fingerprint (score tables, gate files) is unchanged; only the cache key carries the scheme.
     assert embedder.fingerprint == f"{DEFAULT_MODEL}@{PACKAGED_MODEL_SHA256[:12]}/max256"
     assert embedder.cache_key == f"{embedder.fingerprint}/{ENCODING_SCHEME}/{kernel_capability().lower()}"
-    assert kernel_capability() == "AVX2-mklAVX2-STRICT"  # pinned by conftest.py (ragcal.numerics)
+    assert kernel_capability() == "AVX2-mklAUTO-STRICT"  # pinned by conftest.py (ragcal.numerics)
     stale = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
     stale /= np.linalg.norm(stale, axis=1, keepdims=True)
     old_cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
