@@ -277,7 +277,9 @@ class Anchor:
                 ]
         return anchored
 
-    def table(self, table: pd.DataFrame, name: str = "scores.csv", *, decisions: bool = False) -> pd.DataFrame:
+    def table(
+        self, table: pd.DataFrame, name: str = "scores.csv", *, decisions: bool = False, columns=None
+    ) -> pd.DataFrame:
         """``table`` with every column within its tolerance of the committed ``name`` taking the committed values.
 
         The committed table must hold the same questions in the same order,
@@ -286,13 +288,18 @@ class Anchor:
         and the record says why. Text and label columns must be equal; a float
         column beyond its tolerance keeps this run's values (and is recorded).
         ``decisions`` counts the decisions of the committed gates that this
-        run's own scores change (:attr:`changed_decisions`).
+        run's own scores change (:attr:`changed_decisions`). ``columns``, when
+        given, names the committed columns compared (the others are neither
+        required nor anchored): for a table computed another way, such as a
+        framework store's, that shares only some of them.
         """
         if name not in self._tables and self.reference_dir is not None:  # read before this run writes it
             self._tables[name] = read_reference_table(self.reference_dir / name)
         reference = self._tables.get(name)
         if reference is None:
             return table
+        if columns is not None:
+            reference = reference[[column for column in reference.columns if column in set(columns)]]
         missing = [column for column in reference.columns if column not in table.columns]
         if missing or len(reference) != len(table):
             detail = f"{len(table)} questions for {len(reference)}; columns not computed: {missing[:5]}"

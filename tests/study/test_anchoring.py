@@ -100,6 +100,36 @@ def test_beyond_tolerance_keeps_this_runs_values_and_says_so(tmp_path, committed
     assert anchor.table(relabeled) is relabeled
 
 
+def test_a_store_table_anchors_only_the_columns_it_shares(tmp_path, committed, monkeypatch):
+    from ragcal.study.notebooks import ANCHOR_VARIABLE, anchored_store_table
+
+    reference = write_reference(tmp_path / "results" / "fastapi", committed)
+    # A framework store's table: the same questions, its own dense_top1, none of BM25's columns, a gap of its own.
+    store = committed[["id", "query", "answerable", "dense_top1"]].assign(
+        dense_top1=committed["dense_top1"] + 3e-7, dense_gap=[0.1, 0.2, 0.3]
+    )
+    anchor = Anchor(reference, label="fastapi")
+    assert anchor.table(store) is store  # every committed column is required by default
+    anchor = Anchor(reference, label="fastapi")
+    anchored = anchor.table(store, columns=["id", "query", "answerable", "dense_top1"])
+    np.testing.assert_array_equal(anchored["dense_top1"].to_numpy(), committed["dense_top1"].to_numpy())
+    assert list(anchored["dense_gap"]) == [0.1, 0.2, 0.3]
+    assert [(record.quantity, record.status) for record in anchor.records] == [("dense_top1", "anchored")]
+    # Beyond tolerance: the store's own values, recorded.
+    far = store.assign(dense_top1=store["dense_top1"] + 1e-3)
+    anchor = Anchor(reference, label="fastapi")
+    np.testing.assert_array_equal(anchor.table(far, columns=["id", "dense_top1"])["dense_top1"], far["dense_top1"])
+    assert [record.status for record in anchor.records] == ["beyond tolerance"]
+    # The notebooks' helper: nothing outside `ragcal reproduce`, the committed values under it.
+    monkeypatch.delenv(ANCHOR_VARIABLE, raising=False)
+    assert anchored_store_table(store) is store
+    monkeypatch.setenv(ANCHOR_VARIABLE, str(tmp_path / "results"))
+    np.testing.assert_array_equal(anchored_store_table(store)["dense_top1"], committed["dense_top1"])
+    # Other questions (or another order) are not a rounding: nothing anchored.
+    reordered = store.iloc[::-1]
+    assert anchored_store_table(reordered) is reordered
+
+
 def test_no_committed_files_anchor_nothing(tmp_path, committed):
     anchor = Anchor(tmp_path / "nothing")
     assert anchor.table(committed) is committed
