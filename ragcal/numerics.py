@@ -23,8 +23,9 @@ settled by anchoring (:mod:`ragcal.study.anchoring`), not by these settings.
   passes with oneDNN switched off (``torch.backends.mkldnn.flags``), so that
   torch multiplies through MKL; oneDNN picks its kernels by processor and has
   no such switch. Until December 2026 the branch was ``AVX2``: on an Intel
-  Xeon with AVX-512 that cost MiniLM 1.37 to 1.4 times the time of ``AUTO``
-  (``benchmarks/bench_kernels.py``) and bought nothing the committed results
+  Xeon with AVX-512 that made MiniLM 1.32 times slower than ``AUTO`` (8.51 s
+  against 6.45 s for 300 FastAPI chunks, medians of 3 alternating runs,
+  ``benchmarks/bench_kernels.py``) and bought nothing the committed results
   need. MKL runs its ``AUTO`` branch on processors that are not Intel's
   whatever branch is asked for (its documentation), so an AMD EPYC computes
   the same bits under both settings;
