@@ -36,7 +36,12 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
         The labeled set.
     reranker : str, default=None
         A cross-encoder folder or Hub name; None builds the tiny random one
-        in a temporary folder (and caches nothing).
+        in a temporary folder. Its scores are cached like any model's: its
+        weights are the same bytes on every processor and run
+        (:func:`ragcal.retrieval.rerank.build_tiny_cross_encoder`), so its
+        fingerprint, which keys the cache, names it whatever folder it sits in.
+    cache_dir : str or Path, default=None
+        The score cache's folder (:class:`ragcal.retrieval.rerank.CrossEncoderReranker`).
 
     Returns
     -------
@@ -49,11 +54,8 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
     from ..retrieval.rerank import CrossEncoderReranker, build_tiny_cross_encoder
 
     with tempfile.TemporaryDirectory() as folder:
-        if reranker is None:
-            model = build_tiny_cross_encoder(Path(folder) / "tiny-random-cross-encoder")
-            ranker = CrossEncoderReranker(str(model), depth=depth, use_cache=False)
-        else:
-            ranker = CrossEncoderReranker(str(reranker), depth=depth, cache_dir=cache_dir)
+        model = build_tiny_cross_encoder(Path(folder) / "tiny-random-cross-encoder") if reranker is None else reranker
+        ranker = CrossEncoderReranker(str(model), depth=depth, cache_dir=cache_dir)
         reranked = dataclasses.replace(index, reranker=ranker, _views={})
         table = score_table(queries, reranked.retrieve(queries["query"]), signals=list(RERANK_SIGNALS))
         description = {**ranker.to_dict(), "random": reranker is None}

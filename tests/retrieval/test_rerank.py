@@ -142,6 +142,37 @@ def test_signals_and_views_with_and_without_a_reranker(tmp_path, reranker):
         assert math.isclose(table["rerank_gap"][position], scores[0] - scores[1])
 
 
+def test_the_studys_tiny_reranker_is_cached_by_its_fingerprint(tmp_path, monkeypatch):
+    """``make reproduce`` builds the tiny random model in a new temporary folder each run; a warm run reads its scores."""
+    from ragcal.study.rerank import rerank_aucs
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    pages = [("public", [["cookie", "header"], ["docker"]]), ("public", [["worker", "proxy"], ["cookie", "token"]])]
+    write_corpus(root, pages, front_matter=False)
+    index = build_index(root, embedder=HashEmbedder(), exclude=())
+    queries = pd.DataFrame(
+        {
+            "id": ["a", "b", "c", "d"],
+            "query": ["cookie header", "worker proxy", "docker token", "proxy cookie"],
+            "answerable": [True, True, False, False],
+            "slice": ["answerable", "answerable", "near-domain", "unrelated"],
+        }
+    )
+    first, description = rerank_aucs(index, queries, depth=4, cache_dir=tmp_path / "cache")
+    assert description["random"] and description["reranker_fingerprint"].startswith("tiny-random-cross-encoder@")
+
+    def the_model(self, pairs):
+        raise AssertionError(f"the model scored {len(pairs)} pairs")
+
+    monkeypatch.setattr(CrossEncoderReranker, "_predict", the_model)
+    second, again = rerank_aucs(index, queries, depth=4, cache_dir=tmp_path / "cache")
+    pd.testing.assert_frame_equal(second, first)
+    assert again == description
+    with pytest.raises(AssertionError, match="the model scored"):  # another cache: nothing to read
+        rerank_aucs(index, queries, depth=4, cache_dir=tmp_path / "other")
+
+
 def test_default_chain_puts_the_reranker_first_when_the_table_has_its_scores():
     rng = np.random.default_rng(0)
     n = 40
