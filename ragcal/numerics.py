@@ -47,9 +47,9 @@ before anything imports torch. :func:`pinned` says whether the running
 process has them.
 
 They change nothing in a process that set them after loading torch: the
-embedding cache is keyed by the kernels torch actually runs
-(:attr:`ragcal.embedding.Embedder.cache_key`), so vectors from pinned and
-unpinned runs are never mixed.
+embedding cache is keyed by the kernels torch actually runs, MKL's mode and
+the processor (:attr:`ragcal.embedding.Embedder.cache_key`), so vectors from
+pinned and unpinned runs, or from two processors, are never mixed.
 
 What has been checked: on one machine, a text's vector has the same bits
 whatever batch it is encoded in, under these settings and not without

@@ -183,18 +183,54 @@ def dimension_from_folder(folder) -> int | None:
     return dimension
 
 
-def kernel_capability() -> str:
-    """The CPU kernels torch dispatches to (``"AVX2"``, ``"AVX512"``, ...) and MKL's mode where ``MKL_CBWR`` sets one.
+def processor_model(cpuinfo="/proc/cpuinfo") -> str:
+    """The processor's maker, family and model as Linux names them (``GenuineIntel-6-167``); else the machine's kind.
 
-    Their last bits differ: ``"AVX2-mklAUTO-STRICT"`` under the pinned kernels
-    (:mod:`ragcal.numerics`), ``"AVX512"`` with none.
+    Read from the first processor of ``cpuinfo`` (x86: ``vendor_id``,
+    ``cpu family``, ``model``; Arm: ``CPU implementer``, ``CPU architecture``,
+    ``CPU part``); where there is no such file, :func:`platform.machine`.
+    """
+    import platform
+
+    fields = {}
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if not line.strip():
+                    if fields:
+                        break  # the first processor's block is enough
+                    continue
+                name, _, value = line.partition(":")
+                fields.setdefault(name.strip(), value.strip())
+    except OSError:
+        pass
+    names = (
+        ("vendor_id", "cpu family", "model")
+        if "vendor_id" in fields
+        else ("CPU implementer", "CPU architecture", "CPU part")
+    )
+    parts = [fields[name].replace(" ", "") for name in names if fields.get(name)]
+    return "-".join(parts) if parts else (platform.machine() or "unknown")
+
+
+def kernel_capability() -> str:
+    """What a vector's last bits depend on: torch's kernels (``"AVX2"``, ...), MKL's mode if set, the processor.
+
+    Their last bits differ: ``"AVX2-mklAUTO-STRICT-GenuineIntel-6-167"`` under
+    the pinned kernels (:mod:`ragcal.numerics`) on this project's Intel Xeon,
+    ``"AVX512-GenuineIntel-6-167"`` there with none. MKL's matrix kernels
+    follow the processor (its ``AUTO`` path, and any path on a processor
+    that is not Intel's), so the processor (:func:`processor_model`) is part
+    of it: an embedding cache shared between machines never hands one
+    machine's last bits to another.
     """
     import os
 
     torch = import_extra("torch", "retrieval", "the MiniLM embedder's kernel check")
     capability = str(torch.backends.cpu.get_cpu_capability())
     mkl = os.environ.get("MKL_CBWR")
-    return f"{capability}-mkl{mkl.replace(',', '-')}" if mkl else capability
+    mode = f"{capability}-mkl{mkl.replace(',', '-')}" if mkl else capability
+    return f"{mode}-{processor_model()}"
 
 
 class Embedder:

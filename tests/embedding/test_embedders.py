@@ -19,6 +19,7 @@ from ragcal.embedding import (
     WordLlamaEmbedder,
     load_embedder,
 )
+from ragcal.embedding.minilm import processor_model
 from ragcal.embedding.protocol import check_embedder, embedder_name
 from ragcal.extras import MissingExtraError
 from ragcal.gates import GateFileError, fit_threshold_gate, load_gate, save_gate
@@ -171,7 +172,9 @@ def test_an_embedder_with_a_cache_key_has_its_index_saved_and_loaded(fastapi_sli
 def test_load_embedder_routes_by_name_and_keeps_minilm_fingerprint_and_cache_key(tmp_path):
     minilm = load_embedder(cache_dir=tmp_path)
     assert type(minilm) is Embedder and minilm.name == DEFAULT_MODEL
-    assert minilm.fingerprint == MINILM_FINGERPRINT and minilm.cache_key == MINILM_FINGERPRINT + "/pad16/avx2-mklauto-strict"
+    assert minilm.fingerprint == MINILM_FINGERPRINT and minilm.cache_key == (
+        f"{MINILM_FINGERPRINT}/pad16/avx2-mklauto-strict-{processor_model().lower()}"
+    )
     wordllama = load_embedder("wordllama:l2_supercat_256", cache_dir=tmp_path)
     assert type(wordllama) is WordLlamaEmbedder and wordllama.cache_dir == tmp_path and wordllama.use_cache
     assert wordllama.name == "wordllama:l2_supercat_256" and wordllama.fingerprint == WORDLLAMA_FINGERPRINT

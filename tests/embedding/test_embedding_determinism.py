@@ -4,6 +4,7 @@ The texts are encoded in batches (:func:`ragcal.embedding.minilm.length_buckets`
 batching exact: other batch sizes, orders, neighbours and cache states give the same bits.
 """
 
+import platform
 import random
 import sqlite3
 
@@ -13,7 +14,13 @@ import pytest
 from ragcal.chunking import chunk_by_headings
 from ragcal.corpus import load_corpus
 from ragcal.embedding import DEFAULT_MODEL, Embedder, EmbeddingCache
-from ragcal.embedding.minilm import ENCODING_SCHEME, LENGTH_BUCKET, kernel_capability, length_buckets
+from ragcal.embedding.minilm import (
+    ENCODING_SCHEME,
+    LENGTH_BUCKET,
+    kernel_capability,
+    length_buckets,
+    processor_model,
+)
 from ragcal.embedding.models import PACKAGED_MODEL_SHA256
 
 pytestmark = pytest.mark.slow
@@ -107,12 +114,29 @@ def test_the_old_batched_scheme_did_depend_on_the_batch(texts, cold):
     np.testing.assert_allclose(whole, cold, atol=1e-6)  # the same vectors up to the last bits
 
 
+def test_the_processor_names_the_cache_key(tmp_path):
+    """MKL's kernels follow the processor: the key names the first processor of /proc/cpuinfo, x86 or Arm."""
+    x86 = tmp_path / "x86"
+    x86.write_text(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7763\n\n"
+        "processor\t: 1\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+    )
+    assert processor_model(x86) == "AuthenticAMD-25-1"
+    arm = tmp_path / "arm"
+    arm.write_text(
+        "\nprocessor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU part\t: 0xd0c\n"
+    )
+    assert processor_model(arm) == "0x41-8-0xd0c"
+    assert processor_model(tmp_path / "absent") == (platform.machine() or "unknown")
+    assert kernel_capability().endswith("-" + processor_model())
+
+
 def test_a_cache_written_with_the_old_key_is_not_read(texts, cold, tmp_path):
     embedder = Embedder(cache_dir=tmp_path)
     # The public fingerprint (score tables, gate files) is unchanged; only the cache key carries the scheme.
     assert embedder.fingerprint == f"{DEFAULT_MODEL}@{PACKAGED_MODEL_SHA256[:12]}/max256"
     assert embedder.cache_key == f"{embedder.fingerprint}/{ENCODING_SCHEME}/{kernel_capability().lower()}"
-    assert kernel_capability() == "AVX2-mklAUTO-STRICT"  # pinned by conftest.py (ragcal.numerics)
+    assert kernel_capability() == f"AVX2-mklAUTO-STRICT-{processor_model()}"  # pinned by conftest.py (ragcal.numerics)
     stale = np.random.default_rng(0).normal(size=(3, 384)).astype(np.float32)
     stale /= np.linalg.norm(stale, axis=1, keepdims=True)
     old_cache = EmbeddingCache(tmp_path / "embeddings.sqlite")
