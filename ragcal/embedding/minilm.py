@@ -23,6 +23,7 @@ sentence-transformers (and torch) are imported when the model is first used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -183,6 +184,7 @@ def dimension_from_folder(folder) -> int | None:
     return dimension
 
 
+@functools.cache  # asked on every encode (through the cache key); the processor does not change
 def processor_model(cpuinfo="/proc/cpuinfo") -> str:
     """The processor's maker, family and model as Linux names them (``GenuineIntel-6-167``); else the machine's kind.
 
@@ -341,7 +343,7 @@ class Embedder:
 
     @property
     def cache_key(self) -> str:
-        """The cache's ``model`` key: :attr:`fingerprint`, :data:`ENCODING_SCHEME` and the CPU kernels.
+        """The cache's ``model`` key: :attr:`fingerprint`, :data:`ENCODING_SCHEME`, the CPU kernels and the processor.
 
         Vectors computed with other kernels (AVX-512 against AVX2) differ in
         their last bits, so they are cached apart and never mixed.

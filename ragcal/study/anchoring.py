@@ -299,7 +299,8 @@ class Anchor:
         if reference is None:
             return table
         if columns is not None:
-            reference = reference[[column for column in reference.columns if column in set(columns)]]
+            compared = set(columns)
+            reference = reference[[column for column in reference.columns if column in compared]]
         missing = [column for column in reference.columns if column not in table.columns]
         if missing or len(reference) != len(table):
             detail = f"{len(table)} questions for {len(reference)}; columns not computed: {missing[:5]}"
