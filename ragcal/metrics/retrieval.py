@@ -10,7 +10,7 @@ retrieved. Only answerable queries (those with gold pages) are scored.
 - ``context_precision@k``: share of the top ``k`` *chunks* (the passages that
   would be passed on) that come from a gold page.
 
-These definitions match ranx on the page-level run (tested).
+These definitions match trec_eval on the page-level run (tested through pytrec_eval and ir_measures).
 """
 
 from __future__ import annotations
