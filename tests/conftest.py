@@ -81,7 +81,6 @@ SLOWEST_FILES = (
     "integrations/test_langchain_gate.py",  # FAISS and Chroma stores on the FastAPI docs
     "judges/test_llm_judge.py",
     "judges/test_train_judge.py",
-    "metrics/test_metrics.py",
     "cli/test_gates_cli.py",
     "cli/test_cli.py",
     "embedding/test_embedders.py",
