@@ -15,8 +15,8 @@ the committed ``dense_top1``, the native and the emulated score, the emulated sc
 and the share of its declared tolerance (``ragcal.study.anchoring.tolerance_for``), and the midpoint of consecutive
 questions' scores (a threshold fitted between them sits there). Then both runs' seconds. Nothing is asserted.
 
-Emulation is slow: a matrix product runs about 10,000 times slower than natively, so MiniLM takes about 1.4 s per
-token. The default two questions and their chunks (about 330 tokens) took 579 s emulated against 7.0 s natively, most
+Emulation is slow: a matrix product runs about 10,000 times slower than natively, so MiniLM takes about 1.5 s per
+token. The default two questions and their chunks (about 345 tokens) took 579 s emulated against 7.0 s natively, most
 of that loading. Keep to a few short questions. Under ``qemu-user`` the process reads the host's
 ``/proc/cpuinfo``, so :func:`ragcal.embedding.minilm.processor_model` names the host: this script never touches an
 embedding cache for that reason.
@@ -84,7 +84,8 @@ def scores_in_a_process(command: list[str], corpus: str, pairs: dict) -> tuple[d
         capture_output=True, text=True, env=environment, check=False,
     )  # fmt: skip
     if done.returncode != 0:
-        raise SystemExit(" ".join(command[:3]) + " failed:\n" + done.stderr[-3000:])
+        where = " ".join(command) or "natively"
+        raise SystemExit(f"the model step failed ({where}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1]), time.perf_counter() - started
 
 
