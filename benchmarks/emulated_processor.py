@@ -65,15 +65,16 @@ print(json.dumps(scores))
 """
 
 
-def top1_pairs(corpus: str, ids: list[str]) -> dict:
-    """``{question id: (question, committed top-1 chunk id)}`` from the committed score table and dense run."""
+def committed_top1(corpus: str, ids: list[str]) -> tuple[dict, dict]:
+    """``{id: (question, committed top-1 chunk id)}`` and ``{id: committed dense_top1}``, from the committed files."""
     table = pd.read_csv(RESULTS / corpus / "scores.csv").set_index("id")
     run = read_trec_run(RESULTS / corpus / "runs" / "dense.run")
     missing = [qid for qid in ids if qid not in table.index]
     if missing:
         raise SystemExit(f"{RESULTS / corpus / 'scores.csv'}: no question {', '.join(missing)}")
     first = run[run["rank"] == 1].set_index("qid")["docid"]
-    return {qid: (table.loc[qid, "query"], first[qid]) for qid in ids}
+    pairs = {qid: (table.loc[qid, "query"], first[qid]) for qid in ids}
+    return pairs, {qid: float(table.loc[qid, "dense_top1"]) for qid in ids}
 
 
 def scores_in_a_process(command: list[str], corpus: str, pairs: dict) -> tuple[dict, float]:
@@ -98,9 +99,7 @@ def main(argv=None) -> int:
     qemu = shutil.which("qemu-x86_64")
     if qemu is None:
         raise SystemExit("qemu-x86_64 not found: apt-get install qemu-user")
-    pairs = top1_pairs(arguments.corpus, arguments.questions.split(","))
-    table = pd.read_csv(RESULTS / arguments.corpus / "scores.csv").set_index("id")
-    committed = {qid: float(table.loc[qid, "dense_top1"]) for qid in pairs}
+    pairs, committed = committed_top1(arguments.corpus, arguments.questions.split(","))
     native, native_seconds = scores_in_a_process([], arguments.corpus, pairs)
     emulated, emulated_seconds = scores_in_a_process([qemu, "-cpu", arguments.cpu], arguments.corpus, pairs)
     absolute, relative = tolerance_for("dense_top1")
