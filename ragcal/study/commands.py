@@ -361,6 +361,11 @@ def _run_reproduce(args, timings, *, anchors=None) -> None:
         print(f"\n{BUNDLED[name].title}:", end="")
         print("\ndense_top1 by slice:")
         print(slice_summary(corpus_tables["scores"], "dense_top1").to_string())
+    # The whole job runs every public benchmark too, whose summary reads the corpora's results.
+    from .imported import BENCHMARKS
+
+    whole_job = args.corpus is None
+    benchmarks = [argparse.Namespace(**{**vars(args), "benchmark": name}) for name in BENCHMARKS] if whole_job else []
     if not args.skip_notebooks:
         from .notebooks import ANCHOR_VARIABLE, FIGURES_DIR, NOTEBOOKS_DIR, reproduce_figures
 
@@ -370,21 +375,28 @@ def _run_reproduce(args, timings, *, anchors=None) -> None:
         )
         # The notebooks' own score tables are anchored as the study's were (ragcal.study.anchoring).
         os.environ[ANCHOR_VARIABLE] = str(Path(args.results).resolve())
-        with timings.stage("notebooks (figures)"):
-            reproduce_figures(
+        # In parallel, the benchmarks' studies and notebooks run in the notebooks' pool, after the slowest notebook in
+        # its process, instead of one by one afterwards with a core idle.
+        pooled, benchmarks = (benchmarks, []) if jobs > 1 else ([], benchmarks)
+        stage = "notebooks (figures)" + "".join(f" and {benchmark.benchmark}" for benchmark in pooled)
+        with timings.stage(stage):
+            done = reproduce_figures(
                 [BUNDLED[name] for name in names],
                 figures_dir=figures,
                 results_dir=args.results,
                 output_dir=executed,
                 jobs=jobs,
+                then=[(_benchmark_in_process, (benchmark,), {}) for benchmark in pooled],
             )
         print(f"figures written to {figures}/ (PNG and SVG); executed notebooks in {executed}/")
-    if args.corpus is None:  # the whole job: every public benchmark too, whose summary reads the corpora's results
-        from .imported import BENCHMARKS
-
-        for name in BENCHMARKS:
-            print(f"\n{name}:")
-            run_benchmark(argparse.Namespace(**{**vars(args), "benchmark": name}), timings=timings, anchors=anchors)
+        for benchmark_anchors, rows in done:
+            if anchors is not None:
+                anchors += benchmark_anchors
+            timings.add_parallel(rows)
+    for benchmark in benchmarks:
+        print(f"\n{benchmark.benchmark}:")
+        run_benchmark(benchmark, timings=timings, anchors=anchors)
+    if whole_job:
         print(
             "\nNot rebuilt (opt-in, slow): the judge study in results/judge/ (ragcal reproduce --judge) and the "
             "LLM's verdicts on SQuAD (ragcal reproduce --benchmark squad2-A --llm)."
@@ -407,6 +419,16 @@ def run_judge(args) -> None:
         )
         reproduce_judge_figures(figures_dir=figures, results_dir=args.results / "judge", output_dir=executed)
         print(f"figures written to {figures}/ (PNG and SVG); executed notebook in {executed}/")
+
+
+def _benchmark_in_process(args) -> tuple:
+    """:func:`run_benchmark` in a worker process: its anchors and its stage timings."""
+    from .timings import StageTimings
+
+    timings, anchors = StageTimings(), []
+    print(f"\n{args.benchmark}:", flush=True)
+    run_benchmark(args, timings=timings, anchors=anchors)
+    return anchors, timings.rows
 
 
 def run_benchmark(args, *, timings=None, anchors=None) -> None:

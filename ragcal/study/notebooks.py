@@ -251,8 +251,19 @@ def _execute_to(name: str, folder, parameters) -> None:
     execute_notebook(NOTEBOOKS_DIR / f"{name}.py", Path(folder) / f"{name}.ipynb", parameters=parameters)
 
 
-def _execute_runs(runs, *, jobs: int, log) -> None:
-    """Execute ``(name, folder, parameters)`` runs, ``jobs`` at a time, saying what runs."""
+def _execute_then(run, then) -> list:
+    """Execute notebook ``run`` (``(name, folder, parameters)``), then each ``(function, args, kwargs)`` of ``then``;
+    the results of ``then``."""
+    _execute_to(*run)
+    return [function(*args, **kwargs) for function, args, kwargs in then]
+
+
+def _execute_runs(runs, *, jobs: int, log, then=()) -> list:
+    """Execute ``(name, folder, parameters)`` runs, ``jobs`` at a time, saying what runs.
+
+    ``then``: ``(function, args, kwargs)`` tasks run in the process of the slowest notebook, after it (in the order
+    given); their results are returned. With one job they run here, after every notebook.
+    """
     from .parallel import run_in_processes
 
     if jobs <= 1:
@@ -260,7 +271,7 @@ def _execute_runs(runs, *, jobs: int, log) -> None:
             log(f"executing {name}.py ({position} of {len(runs)})")
             _execute_to(name, folder, parameters)
             log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'}")
-        return
+        return [function(*args, **kwargs) for function, args, kwargs in then]
     # The slowest first, so that the last ones to finish are short and neither process waits long for the other.
     runs = sorted(runs, key=lambda run: SLOWEST_NOTEBOOKS.index(run[0]) if run[0] in SLOWEST_NOTEBOOKS else 99)
     log(f"executing {len(runs)} notebooks, {min(jobs, len(runs))} at a time: {', '.join(name for name, *_ in runs)}")
@@ -270,13 +281,19 @@ def _execute_runs(runs, *, jobs: int, log) -> None:
         done.append(position)
         name, folder, _ = runs[position]
         elapsed = time.perf_counter() - started
-        log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'} ({len(done)} of {len(runs)}, {elapsed:.0f} s)")
+        after = f" and what runs after it ({len(then)} tasks)" if then and position == 0 else ""
+        log(f"executed {name}.py{after} -> {Path(folder) / f'{name}.ipynb'} ({len(done)} of {len(runs)}, "
+            f"{elapsed:.0f} s)")  # fmt: skip
 
-    run_in_processes([(_execute_to, run, {}) for run in runs], jobs=jobs, on_done=finished)
+    tasks = [(_execute_to, run, {}) for run in runs]
+    if then:
+        tasks[0] = (_execute_then, (runs[0], list(then)), {})
+    results = run_in_processes(tasks, jobs=jobs, on_done=finished)
+    return results[0] if then else []
 
 
 def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir=None, jobs: int = 1,
-                      log=print) -> None:  # fmt: skip
+                      then=(), log=print) -> list:  # fmt: skip
     """The figures of ``make reproduce``.
 
     The first corpus (FastAPI, the published one) runs every notebook and keeps
@@ -296,6 +313,19 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
         (:func:`ragcal.study.parallel.run_in_processes`), the slowest
         (:data:`SLOWEST_NOTEBOOKS`) first. Each writes the same bytes whatever
         runs beside it.
+    then : sequence of (callable, tuple, dict), default=()
+        Module-level tasks that need the study's results, not the figures
+        (``make reproduce`` passes the public benchmarks' studies): they run
+        in the process of the slowest notebook, after it, while the other
+        process goes on with the notebooks, so that no core waits for them
+        afterwards. Run one after the other, never beside the slowest notebook,
+        they never fill the embedding cache at the same time as it
+        (the first of :data:`SLOWEST_NOTEBOOKS` embeds SQuAD 2.0 on a cold cache).
+
+    Returns
+    -------
+    list
+        The results of ``then``, in its order.
     """
     import tempfile
 
@@ -332,9 +362,10 @@ def reproduce_figures(corpora, *, figures_dir=None, results_dir=None, output_dir
             if results_dir != RESULTS_DIR.resolve():
                 comparing["results_dir"] = str(results_dir)
             runs += [(name, output_dir, comparing) for name in NOTEBOOKS if name in COMPARING_NOTEBOOKS]
-        _execute_runs(runs, jobs=jobs, log=log)
+        done = _execute_runs(runs, jobs=jobs, log=log, then=then)
     for spec in corpora[1:]:
         log(f"figures of {spec.title} written to {figures_dir / spec.name}/")
+    return done
 
 
 def reproduce_benchmark_figures(name: str, *, figures_dir=None, results_dir=None, output_dir=None, log=print):
