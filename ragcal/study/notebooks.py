@@ -245,20 +245,22 @@ PER_CORPUS_NOTEBOOKS = (
 )
 
 
-def _execute_to(name: str, folder, parameters) -> None:
-    """Execute notebook ``name`` and write its executed copy to ``folder`` (made when missing)."""
+def _execute_to(name: str, folder, parameters, notebooks_dir=None) -> None:
+    """Execute notebook ``name`` (of ``notebooks_dir``, :data:`NOTEBOOKS_DIR` when None) and write its executed copy to
+    ``folder`` (made when missing)."""
     Path(folder).mkdir(parents=True, exist_ok=True)
-    execute_notebook(NOTEBOOKS_DIR / f"{name}.py", Path(folder) / f"{name}.ipynb", parameters=parameters)
+    source = Path(notebooks_dir or NOTEBOOKS_DIR) / f"{name}.py"
+    execute_notebook(source, Path(folder) / f"{name}.ipynb", parameters=parameters)
 
 
-def _execute_then(run, then) -> list:
+def _execute_then(run, then, notebooks_dir=None) -> list:
     """Execute notebook ``run`` (``(name, folder, parameters)``), then each ``(function, args, kwargs)`` of ``then``;
     the results of ``then``."""
-    _execute_to(*run)
+    _execute_to(*run, notebooks_dir)
     return [function(*args, **kwargs) for function, args, kwargs in then]
 
 
-def _execute_runs(runs, *, jobs: int, log, then=()) -> list:
+def _execute_runs(runs, *, jobs: int, log, then=(), notebooks_dir=None) -> list:
     """Execute ``(name, folder, parameters)`` runs, ``jobs`` at a time, saying what runs.
 
     ``then``: ``(function, args, kwargs)`` tasks run in the process of the slowest notebook, after it (in the order
@@ -269,7 +271,7 @@ def _execute_runs(runs, *, jobs: int, log, then=()) -> list:
     if jobs <= 1:
         for position, (name, folder, parameters) in enumerate(runs, start=1):
             log(f"executing {name}.py ({position} of {len(runs)})")
-            _execute_to(name, folder, parameters)
+            _execute_to(name, folder, parameters, notebooks_dir)
             log(f"executed {name}.py -> {Path(folder) / f'{name}.ipynb'}")
         return [function(*args, **kwargs) for function, args, kwargs in then]
     # The slowest first, so that the last ones to finish are short and neither process waits long for the other.
@@ -285,9 +287,9 @@ def _execute_runs(runs, *, jobs: int, log, then=()) -> list:
         log(f"executed {name}.py{after} -> {Path(folder) / f'{name}.ipynb'} ({len(done)} of {len(runs)}, "
             f"{elapsed:.0f} s)")  # fmt: skip
 
-    tasks = [(_execute_to, run, {}) for run in runs]
+    tasks = [(_execute_to, (*run, notebooks_dir), {}) for run in runs]
     if then:
-        tasks[0] = (_execute_then, (runs[0], list(then)), {})
+        tasks[0] = (_execute_then, (runs[0], list(then), notebooks_dir), {})
     results = run_in_processes(tasks, jobs=jobs, on_done=finished)
     return results[0] if then else []
 

@@ -51,3 +51,23 @@ def test_only_risk_bounds_are_certified_and_options_are_checked():
         ltt_certify([0.1], 1.5, method="holm")
     with pytest.raises(ValueError, match="'method' parameter of ltt_certify must be one of 'fixed_sequence'"):
         ltt_certify([0.1], 0.1, method="auto")
+
+
+def test_the_parameters_come_first_in_the_certificate_table_with_their_dtypes():
+    import pandas as pd
+
+    answered = np.array([[False, False], [True, False], [True, True]])
+    parameters = pd.DataFrame({"threshold": [np.inf, 0.7, 0.2], "stage": ["none", "a", "b"]}, index=[5, 6, 7])
+    certificate = certify_candidates(answered, None, [True, False], ["recall_guarantee@0.5"], delta=0.5,
+                                     method="bonferroni", parameters=parameters)
+    table = certificate.candidates
+    assert list(table.columns[:3]) == ["threshold", "stage", "answered"]
+    assert table.index.tolist() == [0, 1, 2]  # the parameters' own index is not kept
+    assert table["threshold"].tolist() == [np.inf, 0.7, 0.2] and table["stage"].tolist() == ["none", "a", "b"]
+    assert table["threshold"].dtype == np.float64 and table["stage"].dtype == parameters["stage"].dtype
+    assert table["answered"].tolist() == [0, 1, 2]
+    with pytest.raises(ValueError, match=r"one row per candidate \(3\)"):
+        certify_candidates(answered, None, [True, False], ["recall_guarantee@0.5"], parameters=parameters.iloc[:2])
+    with pytest.raises(ValueError, match="columns of their own"):
+        certify_candidates(answered, None, [True, False], ["recall_guarantee@0.5"],
+                           parameters=parameters.rename(columns={"stage": "answered"}))

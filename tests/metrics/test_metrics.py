@@ -175,6 +175,19 @@ def test_score_table_answerable_as_numbers_is_accepted(tmp_path):
     assert table["answerable"].tolist() == [True, False, True]
 
 
+def test_the_checked_score_table_is_a_copy_that_never_changes_the_caller_s():
+    from ragcal.score_tables import check_score_table
+
+    table = pd.DataFrame({"answerable": [True, False], "slice": ["answerable", "unrelated"], "score": [0.9, 0.1]})
+    checked = check_score_table(table, ["score"])
+    assert checked is not table and checked.equals(table)
+    checked["score"] = [0.5, 0.5]
+    checked.loc[0, "slice"] = "changed"
+    checked["answerable"] = [False, False]
+    assert table["score"].tolist() == [0.9, 0.1] and table["slice"].tolist() == ["answerable", "unrelated"]
+    assert table["answerable"].tolist() == [True, False]
+
+
 @pytest.mark.parametrize(
     "cells, shown",
     [(["1.0", "2.0"], "'2.0'"), (["true", "maybe"], "'maybe'"), (["1", ""], "an empty cell")],

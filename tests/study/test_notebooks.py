@@ -226,3 +226,31 @@ def test_a_print_cut_into_several_messages_is_one_output(tmp_path):
     notebook = execute_notebook(script, tmp_path / "cut.ipynb")
     outputs = [(output["name"], output["text"]) for output in notebook.cells[0]["outputs"]]
     assert outputs == [("stdout", "largest difference: 0\nsecond line\n"), ("stderr", "to stderr\n")]
+
+
+def test_what_runs_after_the_slowest_notebook_runs_in_its_process_after_it(tmp_path):
+    """``make reproduce`` runs the benchmarks' studies this way, in the notebooks' pool (``then``)."""
+    import json
+    import os
+
+    from ragcal.study.notebooks import SLOWEST_NOTEBOOKS, _execute_runs
+
+    source = tmp_path / "notebooks"
+    source.mkdir()
+    slowest, other = SLOWEST_NOTEBOOKS[0], "01_other"
+    for name in (slowest, other):  # each prints the process that started its kernel
+        (source / f"{name}.py").write_text("# %%\nimport os\nprint(os.getppid())\n")
+    runs = [(other, tmp_path / "out", {}), (slowest, tmp_path / "out", {})]
+    lines = []
+    then = [(os.getpid, (), {}), (os.getpid, (), {})]
+    done = _execute_runs(runs, jobs=2, log=lines.append, then=then, notebooks_dir=source)
+
+    def kernel_parent(name):
+        notebook = json.loads((tmp_path / "out" / f"{name}.ipynb").read_text())
+        return int(notebook["cells"][0]["outputs"][0]["text"][0].strip())
+
+    assert done[0] == done[1] == kernel_parent(slowest) != os.getpid()  # after it, in its process
+    assert any(f"{slowest}.py and what runs after it (2 tasks)" in line for line in lines)
+    # One job: the notebooks here, then the tasks, here too.
+    assert _execute_runs(runs[1:], jobs=1, log=lines.append, then=then, notebooks_dir=source) == [os.getpid()] * 2
+    assert kernel_parent(slowest) == os.getpid()
