@@ -151,7 +151,7 @@ def qpp_correlations(
         return row
     rng = np.random.default_rng(random_state)
     draws = rng.integers(0, n, size=(n_resamples, n))
-    resampled = _resampled_measures(predicted[draws], actual[draws])
+    resampled = _resampled_measures(predicted, actual, draws)
     tail = (1 - confidence) / 2 * 100
     for measure in QPP_MEASURES:
         values = np.asarray(resampled[measure])
@@ -161,52 +161,56 @@ def qpp_correlations(
     return row
 
 
-def _resampled_measures(predicted: np.ndarray, actual: np.ndarray) -> dict[str, np.ndarray]:
-    """:func:`qpp_measures` of each row pair of two (resamples, n) matrices; NaN where a row is constant.
+def _resampled_measures(predicted: np.ndarray, actual: np.ndarray, draws: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`qpp_measures` of each bootstrap resample: row ``r`` pairs ``predicted[draws[r]]`` with
+    ``actual[draws[r]]``; NaN where a resample is constant.
 
-    Kendall's tau-b, Pearson's r and sMARE are computed on all rows at once
-    (a test holds tau-b to scipy's bit for bit per row, and the others to
-    within 1e-12).
+    Kendall's tau-b, Pearson's r and sMARE are computed on all resamples at
+    once (a test holds tau-b to scipy's bit for bit per resample, and the
+    others to within 1e-12).
     """
-    constant = (np.ptp(predicted, axis=1) == 0) | (np.ptp(actual, axis=1) == 0)
-    tau = _kendall_tau_b_rows(predicted, actual)
+    resampled_p, resampled_a = predicted[draws], actual[draws]
+    constant = (np.ptp(resampled_p, axis=1) == 0) | (np.ptp(resampled_a, axis=1) == 0)
+    tau = _kendall_tau_b_resamples(predicted, actual, draws)
     tau[constant] = np.nan
-    centred_p = predicted - predicted.mean(axis=1, keepdims=True)
-    centred_a = actual - actual.mean(axis=1, keepdims=True)
+    centred_p = resampled_p - resampled_p.mean(axis=1, keepdims=True)
+    centred_a = resampled_a - resampled_a.mean(axis=1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = (centred_p * centred_a).sum(axis=1) / np.sqrt((centred_p**2).sum(axis=1) * (centred_a**2).sum(axis=1))
-    n = predicted.shape[1]
-    error = np.abs(rankdata(predicted, axis=1) - rankdata(actual, axis=1)).sum(axis=1) / n / n
+    n = resampled_p.shape[1]
+    error = np.abs(rankdata(resampled_p, axis=1) - rankdata(resampled_a, axis=1)).sum(axis=1) / n / n
     r[constant] = np.nan
     error[constant] = np.nan
     return {"kendall_tau": tau, "pearson_r": r, "smare": error}
 
 
-def _kendall_tau_b_rows(predicted: np.ndarray, actual: np.ndarray, *, block: int = 256) -> np.ndarray:
-    """Kendall's tau-b of each row pair, as :func:`scipy.stats.kendalltau` computes it, for many rows at once.
+def _kendall_tau_b_resamples(predicted: np.ndarray, actual: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each resample (``predicted[draws[r]]`` against ``actual[draws[r]]``), as
+    :func:`scipy.stats.kendalltau` computes it.
 
-    Over the pairs ``i < j`` of a row, the sum of ``sign(dx) * sign(dy)`` is
-    scipy's concordant minus discordant count, and the numbers of pairs with
-    ``dx != 0`` and ``dy != 0`` are its ``tot - xtie`` and ``tot - ytie``; the
-    same integer counts and the same float operations give the same bits.
-    Rows with a NaN or a constant side give NaN.
+    Over the pairs of positions of a resample, the sum of ``sign(dx) * sign(dy)`` is scipy's concordant minus
+    discordant count, and the numbers of pairs with ``dx != 0`` and ``dy != 0`` are its ``tot - xtie`` and
+    ``tot - ytie``. Two positions that drew the same question tie on both sides and count in none of them, so each
+    count is ``c @ W @ c / 2``: ``c`` how often the resample drew each question, ``W`` the question pairs' signs
+    (or whether they differ). These are small integers, exact in float64 whatever order a matrix product adds them
+    in, so the counts are scipy's and the same float operations give the same bits, for ``n * n`` work per
+    resample instead of one per pair of positions. A resample with a constant side gives NaN.
     """
-    rows, n = predicted.shape
-    tau = np.full(rows, np.nan)
-    first, second = np.triu_indices(n, k=1)
-    for start in range(0, rows, block):
-        p, a = predicted[start : start + block], actual[start : start + block]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            dx = np.sign(p[:, first] - p[:, second]).astype(np.int8)
-            dy = np.sign(a[:, first] - a[:, second]).astype(np.int8)
-            con_minus_dis = np.einsum("ij,ij->i", dx, dy, dtype=np.int64)
-            x_pairs = np.count_nonzero(dx, axis=1)
-            y_pairs = np.count_nonzero(dy, axis=1)
-            values = con_minus_dis / np.sqrt(x_pairs) / np.sqrt(y_pairs)
-        values = np.minimum(1.0, np.maximum(-1.0, values))
-        invalid = (x_pairs == 0) | (y_pairs == 0) | np.isnan(p).any(axis=1) | np.isnan(a).any(axis=1)
-        values[invalid] = np.nan
-        tau[start : start + block] = values
+    resamples, n = draws.shape
+    offsets = n * np.arange(resamples)[:, None]
+    counts = np.bincount((draws + offsets).ravel(), minlength=resamples * n).reshape(resamples, n).astype(float)
+    sign_p = np.sign(predicted[:, None] - predicted[None, :])
+    sign_a = np.sign(actual[:, None] - actual[None, :])
+
+    def pairs(weights):
+        return np.einsum("ij,ij->i", counts @ weights, counts) / 2
+
+    con_minus_dis = pairs(sign_p * sign_a)
+    x_pairs, y_pairs = pairs((sign_p != 0).astype(float)), pairs((sign_a != 0).astype(float))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = con_minus_dis / np.sqrt(x_pairs) / np.sqrt(y_pairs)
+    tau = np.minimum(1.0, np.maximum(-1.0, tau))
+    tau[(x_pairs == 0) | (y_pairs == 0)] = np.nan
     return tau
 
 

@@ -53,20 +53,21 @@ def test_degenerate_inputs():
         qpp_correlations([1, 2], [1, 2], n_resamples=0)
 
 
-def test_resampled_measures_are_scipys_row_by_row():
+def test_resampled_measures_are_scipys_resample_by_resample():
     rng = np.random.default_rng(3)
-    # 300 rows: more than one block of the vectorised Kendall tau.
-    predicted = rng.normal(size=(300, 12))
-    predicted[2::3] = np.round(predicted[2::3])  # ties on the predicted side too
-    predicted[3, :6] = predicted[3, 6:]  # and repeated rows, as a bootstrap draws them
-    actual = np.round(rng.random((300, 12)), 1)  # many ties, like a reciprocal rank
-    actual[0] = 0.5  # a constant row
-    predicted[1] = 2.0
-    measures = _resampled_measures(predicted, actual)
+    predicted = np.round(rng.normal(size=30), 1)  # ties on the predicted side
+    actual = np.round(rng.random(30), 1)  # many ties, like a reciprocal rank
+    draws = rng.integers(0, 30, size=(300, 30))  # questions drawn twice or more, as a bootstrap draws them
+    draws[0] = 7  # one question only: both sides constant
+    predicted[6], actual[5:7] = predicted[5], [0.2, 0.9]
+    draws[1] = np.resize([5, 6], 30)  # a constant prediction against two quality values
+    draws[2, :15] = draws[2, 15:]  # every question of the resample drawn at least twice
+    measures = _resampled_measures(predicted, actual, draws)
     for row in range(2, 300):
-        assert measures["kendall_tau"][row] == kendalltau(predicted[row], actual[row]).statistic
-        assert measures["pearson_r"][row] == pytest.approx(pearsonr(predicted[row], actual[row]).statistic, abs=1e-12)
-        assert measures["smare"][row] == pytest.approx(smare(predicted[row], actual[row]), abs=1e-15)
+        p, a = predicted[draws[row]], actual[draws[row]]
+        assert measures["kendall_tau"][row] == kendalltau(p, a).statistic  # to the bit
+        assert measures["pearson_r"][row] == pytest.approx(pearsonr(p, a).statistic, abs=1e-12)
+        assert measures["smare"][row] == pytest.approx(smare(p, a), abs=1e-15)
     assert np.isnan([measures[name][0] for name in measures]).all()
     assert np.isnan([measures[name][1] for name in measures]).all()
 
