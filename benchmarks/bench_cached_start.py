@@ -12,8 +12,8 @@ The old code is checked out into a throw-away git worktree under /tmp (removed
 at the end); each run is a fresh subprocess with ``PYTHONPATH`` set to its
 tree, old and new alternating so that a burst of load on the shared machine
 hits both alike. Prints the seconds of each run, the median ratio, whether
-sentence-transformers was imported, and whether the two tables are the same
-bytes. Asserts nothing: a benchmark, not a test. Run it once beforehand (or
+sentence-transformers and torch were imported, and whether the two tables are the
+same bytes. Asserts nothing: a benchmark, not a test. Run it once beforehand (or
 after ``make reproduce``) so that the cache is warm for both.
 """
 
@@ -39,6 +39,7 @@ seconds = time.perf_counter() - start
 table.to_csv(sys.argv[1], index=False)
 print(ragcal.__file__)
 print(int("sentence_transformers" in sys.modules))
+print(int("torch" in sys.modules))
 print(seconds)
 """
 
@@ -55,16 +56,16 @@ def worktree(commit: str):
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
 
 
-def run(tree: Path, out: Path) -> tuple[float, bool]:
+def run(tree: Path, out: Path) -> tuple[float, bool, bool]:
     environment = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run([sys.executable, "-c", RUN, str(out)], env=environment, cwd=tree, capture_output=True,
                           text=True, check=False)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{tree}: {done.stderr[-3000:]}")
-    imported_from, loaded, seconds = done.stdout.strip().splitlines()[-3:]
+    imported_from, loaded, torch, seconds = done.stdout.strip().splitlines()[-4:]
     if not Path(imported_from).resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"{tree}: ragcal was imported from {imported_from}, not from this tree")
-    return float(seconds), loaded == "1"
+    return float(seconds), loaded == "1", torch == "1"
 
 
 def main() -> None:
@@ -78,15 +79,16 @@ def main() -> None:
         for label, tree in trees.items():  # warm the file cache and the embedding cache
             run(tree, outputs[label])
         seconds = {label: [] for label in trees}
-        loaded = {}
+        loaded, torch = {}, {}
         for _ in range(args.repeats):
             for label, tree in trees.items():
-                took, loaded[label] = run(tree, outputs[label])
+                took, loaded[label], torch[label] = run(tree, outputs[label])
                 seconds[label].append(took)
         print(f"notebook_score_table() in a fresh process, cache warm, {args.repeats} alternating runs each:")
         for label, values in seconds.items():
             print(f"  {label:<6} ({trees[label]}): " + ", ".join(f"{value:.2f}" for value in values)
-                  + f" s; median {statistics.median(values):.2f} s; sentence-transformers imported: {loaded[label]}")  # fmt: skip
+                  + f" s; median {statistics.median(values):.2f} s; sentence-transformers imported: {loaded[label]}, "
+                  f"torch: {torch[label]}")  # fmt: skip
         ratio = statistics.median(seconds["after"]) / statistics.median(seconds["before"])
         print(f"  after / before (medians): {ratio:.2f}")
         same = outputs["before"].read_bytes() == outputs["after"].read_bytes()

@@ -215,7 +215,7 @@ def processor_model(cpuinfo="/proc/cpuinfo") -> str:
     return "-".join(parts) if parts else (platform.machine() or "unknown")
 
 
-def kernel_capability() -> str:
+def kernel_capability(memo_dir=None) -> str:
     """What a vector's last bits depend on: torch's kernels (``"AVX2"``, ...), MKL's mode if set, the processor.
 
     Their last bits differ: ``"AVX2-mklAUTO-STRICT-GenuineIntel-6-167"`` under
@@ -224,15 +224,108 @@ def kernel_capability() -> str:
     follow the processor (its ``AUTO`` path, and any path on a processor
     that is not Intel's), so the processor (:func:`processor_model`) is part
     of it: an embedding cache shared between machines never hands one
-    machine's last bits to another.
+    machine's last bits to another. torch's part is :func:`torch_capability`
+    (``memo_dir``: the cache folder whose memo may answer without importing torch).
     """
     import os
 
-    torch = import_extra("torch", "retrieval", "the MiniLM embedder's kernel check")
-    capability = str(torch.backends.cpu.get_cpu_capability())
+    capability = torch_capability(memo_dir)
     mkl = os.environ.get("MKL_CBWR")
     mode = f"{capability}-mkl{mkl.replace(',', '-')}" if mkl else capability
     return f"{mode}-{processor_model()}"
+
+
+#: The file, in a cache folder, that remembers :func:`torch_capability` for each torch build, setting and processor.
+CAPABILITY_MEMO = "torch_capability.json"
+
+
+def torch_capability(memo_dir=None, *, cpuinfo="/proc/cpuinfo") -> str:
+    """torch's CPU kernels, ``torch.backends.cpu.get_cpu_capability()`` (``"AVX2"``, ``"AVX512"``, ...).
+
+    Importing torch to ask takes about a second of CPU, which a process that
+    finds every vector in the cache (a notebook, a command on a warm cache)
+    needs for nothing else. So the answer is remembered in ``memo_dir``
+    (:data:`CAPABILITY_MEMO`), under everything it depends on: the torch
+    build (the sha256 of its installed ``RECORD``, which lists every file's
+    hash), ``ATEN_CPU_CAPABILITY`` (torch's own setting), and the processor's
+    maker, model and instruction-set flags as ``cpuinfo`` lists them. A
+    process that has imported torch asks torch, and records the answer; one
+    that has not reads the memo, and asks torch only when it holds no entry.
+    Without ``memo_dir``, or without ``cpuinfo``'s flags (not Linux), torch
+    is always asked.
+    """
+    import sys
+
+    memo_path = Path(memo_dir) / CAPABILITY_MEMO if memo_dir is not None else None
+    key = _capability_memo_key(cpuinfo) if memo_path is not None else None
+    memo = _read_capability_memo(memo_path) if key is not None else {}
+    if "torch" not in sys.modules and isinstance(memo.get(key), str):
+        return memo[key]
+    torch = import_extra("torch", "retrieval", "the MiniLM embedder's kernel check")
+    capability = str(torch.backends.cpu.get_cpu_capability())
+    if key is not None and memo.get(key) != capability and memo_path.parent.is_dir():
+        import json
+
+        from .._io import atomic_write_text
+
+        try:
+            atomic_write_text(memo_path, json.dumps({**memo, key: capability}, indent=1, sort_keys=True) + "\n")
+        except OSError:
+            pass  # a read-only cache folder: torch is asked again next time
+    return capability
+
+
+def _capability_memo_key(cpuinfo) -> str | None:
+    """What :func:`torch_capability` depends on, hashed; None when torch's build or the processor's flags are unknown."""
+    import json
+    import os
+
+    build, flags = _torch_build(), _cpu_flags(cpuinfo)
+    if build is None or flags is None:
+        return None
+    facts = {
+        "torch": build,
+        "ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+        "processor": processor_model(cpuinfo),
+        "flags": flags,
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+@functools.cache  # the installed torch does not change under a running process
+def _torch_build() -> str | None:
+    """The sha256 of torch's installed ``RECORD`` (every file with its hash); None when torch is not installed."""
+    from importlib import metadata
+
+    try:
+        record = metadata.distribution("torch").read_text("RECORD")
+    except metadata.PackageNotFoundError:
+        return None
+    return hashlib.sha256(record.encode()).hexdigest() if record else None
+
+
+@functools.cache  # nor does the processor
+def _cpu_flags(cpuinfo) -> tuple | None:
+    """The first processor's instruction-set flags (x86 ``flags``, Arm ``Features``) in ``cpuinfo``, sorted."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return tuple(sorted(value.split()))
+    except OSError:
+        pass
+    return None
+
+
+def _read_capability_memo(path: Path) -> dict:
+    import json
+
+    try:
+        memo = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # none yet, or damaged: torch is asked and the file written again
+    return memo if isinstance(memo, dict) else {}
 
 
 class Embedder:
@@ -352,7 +445,8 @@ class Embedder:
         if fixed is None:
             fixed = supports_fixed_shapes(self.model)
         scheme = ENCODING_SCHEME if fixed else "b1"
-        return f"{self.fingerprint}/{scheme}/{kernel_capability().lower()}"
+        memo_dir = self.cache_dir if self.use_cache else None
+        return f"{self.fingerprint}/{scheme}/{kernel_capability(memo_dir).lower()}"
 
     def _max_seq_length_from_config(self):
         config = Path(self.spec.location) / "sentence_bert_config.json"

@@ -20,6 +20,7 @@ from ragcal.embedding.minilm import (
     kernel_capability,
     length_buckets,
     processor_model,
+    torch_capability,
 )
 from ragcal.embedding.models import PACKAGED_MODEL_SHA256
 
@@ -129,6 +130,56 @@ def test_the_processor_names_the_cache_key(tmp_path):
     assert processor_model(arm) == "0x41-8-0xd0c"
     assert processor_model(tmp_path / "absent") == (platform.machine() or "unknown")
     assert kernel_capability().endswith("-" + processor_model())
+
+
+CAPABILITY_PROBE = """
+import json, sys
+from ragcal.embedding.minilm import torch_capability
+print(json.dumps([torch_capability(sys.argv[1], cpuinfo=sys.argv[2]), "torch" in sys.modules]))
+"""
+
+
+def probe_capability(memo_dir, cpuinfo="/proc/cpuinfo", **environment):
+    """torch_capability in a fresh process: (its answer, whether it imported torch)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CAPABILITY_PROBE, str(memo_dir), str(cpuinfo)], check=True,
+                          capture_output=True, text=True, env={**os.environ, **environment})  # fmt: skip
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_torchs_kernels_are_remembered_per_build_setting_and_processor(tmp_path):
+    """A warm process reads the kernels from the cache folder's memo instead of importing torch (a second of CPU)."""
+    import json
+
+    import torch
+
+    from ragcal.embedding.minilm import CAPABILITY_MEMO
+
+    pinned = str(torch.backends.cpu.get_cpu_capability())  # this process runs under the pinned kernels
+    memo = tmp_path / CAPABILITY_MEMO
+    assert probe_capability(tmp_path) == (pinned, True)  # asked torch, and wrote it down
+    assert probe_capability(tmp_path) == (pinned, False)  # then read it
+    # torch's own setting is part of the key: its generic kernels are asked for, then remembered beside.
+    assert probe_capability(tmp_path, ATEN_CPU_CAPABILITY="default") == ("DEFAULT", True)
+    assert probe_capability(tmp_path, ATEN_CPU_CAPABILITY="default") == ("DEFAULT", False)
+    assert sorted(json.loads(memo.read_text()).values()) == sorted(["DEFAULT", pinned])
+    # So is the processor: other flags are another entry, and torch is asked.
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(open("/proc/cpuinfo").read().replace("flags\t\t:", "flags\t\t: made_up_flag", 1))
+    assert probe_capability(tmp_path, cpuinfo) == (pinned, True)
+    assert len(json.loads(memo.read_text())) == 3
+    # A wrong entry never outlives a process that imports torch: torch is asked and the entry corrected.
+    key = next(key for key, value in json.loads(memo.read_text()).items() if value == pinned)
+    memo.write_text(json.dumps({**json.loads(memo.read_text()), key: "AVX512"}))
+    assert torch_capability(tmp_path) == pinned and json.loads(memo.read_text())[key] == pinned
+    # A damaged memo is asked again and rewritten; without flags to key it (not Linux) torch is always asked.
+    memo.write_text("{not json")
+    assert probe_capability(tmp_path) == (pinned, True) and probe_capability(tmp_path) == (pinned, False)
+    assert probe_capability(tmp_path, tmp_path / "absent") == (pinned, True)
 
 
 def test_a_cache_written_with_the_old_key_is_not_read(texts, cold, tmp_path):
