@@ -104,7 +104,8 @@ def main(argv=None) -> None:
             written = {label: args.out / label / corpus / "qpp.csv" for label in seconds}
             print(
                 f"{corpus} QPP signals: before {shown['before']} s, after {shown['after']} s; best of {args.repeats}: "
-                f"{best['before']:.2f} s -> {best['after']:.2f} s, after / before = {best['after'] / best['before']:.3f}"
+                f"{best['before']:.2f} s -> {best['after']:.2f} s, "
+                f"after / before = {best['after'] / best['before']:.3f}"
             )
             print(f"  qpp.csv: before and after {same(written['before'], written['after'])}; after and committed "
                   f"{same(written['after'], ROOT / 'results' / corpus / 'qpp.csv')}")  # fmt: skip

@@ -276,7 +276,8 @@ def torch_capability(memo_dir=None, *, cpuinfo="/proc/cpuinfo") -> str:
 
 
 def _capability_memo_key(cpuinfo) -> str | None:
-    """What :func:`torch_capability` depends on, hashed; None when torch's build or the processor's flags are unknown."""
+    """What :func:`torch_capability` depends on, hashed; None when torch's build or the processor's flags are
+    unknown."""
     import json
     import os
 
