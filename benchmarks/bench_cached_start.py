@@ -20,13 +20,14 @@ after ``make reproduce``) so that the cache is warm for both.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from worktree import worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = """
@@ -42,18 +43,6 @@ print(int("sentence_transformers" in sys.modules))
 print(int("torch" in sys.modules))
 print(seconds)
 """
-
-
-@contextlib.contextmanager
-def worktree(commit: str):
-    """A detached git worktree of ``commit`` under /tmp, removed on the way out."""
-    tree = Path(tempfile.mkdtemp(prefix=f"cached-start-{commit[:12]}-"))
-    tree.rmdir()
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), commit], check=True)
-    try:
-        yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
 
 
 def run(tree: Path, out: Path) -> tuple[float, bool, bool]:

@@ -22,13 +22,14 @@ One run of one version on one corpus (prints its seconds)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import filecmp
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from worktree import worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ("fastapi", "rust-book")
@@ -61,17 +62,6 @@ def timed_subprocess(code_root: Path, corpus: str, out: Path) -> float:
     return float(finished.stdout.strip().splitlines()[-1])
 
 
-@contextlib.contextmanager
-def base_worktree(commit: str):
-    """A detached git worktree of ``commit`` under /tmp, removed on the way out."""
-    tree = Path(f"/tmp/qpp-old-{commit[:12]}")
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), commit], check=True)
-    try:
-        yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
-
-
 def same(first: Path, second: Path) -> str:
     return "equal" if filecmp.cmp(first, second, shallow=False) else "DIFFERENT"
 
@@ -91,7 +81,7 @@ def main(argv=None) -> None:
         ["git", "-C", str(ROOT), "rev-parse", args.base], check=True, capture_output=True, text=True
     ).stdout.strip()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
-    with base_worktree(commit) as base:
+    with worktree(commit) as base:
         print(f"before: {commit[:12]} (worktree {base}); after: {ROOT}")
         for corpus in args.corpus or CORPORA:
             seconds = {"before": [], "after": []}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from bench_cached_start import worktree
+from worktree import worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 SIGNALS = [f"signal_{number}" for number in range(8)]

@@ -26,7 +26,6 @@ One run of one version on one corpus (prints its seconds)::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import filecmp
 import json
 import os
@@ -36,6 +35,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+from worktree import worktree
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ("fastapi", "rust-book")
@@ -92,17 +92,6 @@ def timed_subprocess(code_root: Path, corpus: str, out: Path, n_splits: int) -> 
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
-@contextlib.contextmanager
-def base_worktree(commit: str):
-    """A detached git worktree of ``commit`` under /tmp, removed on the way out."""
-    tree = Path(f"/tmp/selective-old-{commit[:12]}")
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), commit], check=True)
-    try:
-        yield tree
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=True)
-
-
 def compare_files(before: Path, after: Path) -> str:
     """``equal (n files)`` when both folders hold the same files with the same bytes, else what differs."""
     names = sorted(str(path.relative_to(before)) for path in before.rglob("*") if path.is_file())
@@ -150,7 +139,7 @@ def main(argv=None) -> None:
         ["git", "-C", str(ROOT), "rev-parse", args.base], check=True, capture_output=True, text=True
     ).stdout.strip()
     print(f"splits: {args.splits}, load average before: {os.getloadavg()[0]:.2f}")
-    with base_worktree(commit) as base:
+    with worktree(commit) as base:
         print(f"before: {commit[:12]} (worktree {base}); after: {args.after}")
         compare(args.corpus or CORPORA, base, args.after, args.out, args.splits, args.repeats)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
