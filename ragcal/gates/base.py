@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping
+from typing import ClassVar, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -225,6 +225,59 @@ class Gate(ABC):
         corpus = self._described(results)
         message = hedge_message(passages, query=query, corpus=corpus) if action == "hedge" else None
         return Decision(action, score, tuple(passages), stage, tuple(reasons), message)
+
+
+class Decided(NamedTuple):
+    """:meth:`Gate.decide_table`'s three columns as arrays, one entry per row of the table.
+
+    The held-out studies decide thousands of calibration halves and read
+    these arrays back; building a frame for each cost more than deciding
+    (:func:`decided_arrays`).
+    """
+
+    action: np.ndarray  # object: "answer", "hedge" or "refuse"
+    score: np.ndarray  # float
+    stage: np.ndarray  # object: a chain stage's name, or None
+
+    def frame(self) -> pd.DataFrame:
+        """The :meth:`Gate.decide_table` frame of these columns."""
+        return actions_frame(self.action, self.score, self.stage)
+
+
+def decided(action, score, stage=None) -> Decided:
+    """A :class:`Decided` of ``action`` (any array of strings), ``score`` and ``stage`` (None for every row when
+    None)."""
+    action = np.array(action, dtype=object)
+    stage = np.full(action.shape, None, dtype=object) if stage is None else np.array(stage, dtype=object)
+    return Decided(action, np.array(score, dtype=float), stage)  # copies: never a view of the table's columns
+
+
+def decide_table_from_arrays(self, table: pd.DataFrame) -> pd.DataFrame:
+    """``action``, ``score`` and ``stage`` for every row of a table of signals: :meth:`decide_arrays` as a frame.
+
+    A gate class whose ``decide_table`` is this function decides by arrays, and :func:`decided_arrays` asks it
+    for them; a subclass that overrides ``decide_table`` is asked through it instead.
+    """
+    return self.decide_arrays(table).frame()
+
+
+def decided_arrays(gate, table: pd.DataFrame) -> Decided:
+    """``gate.decide_table(table)`` as a :class:`Decided`, without building the frame when the gate decides by
+    arrays."""
+    if getattr(type(gate), "decide_table", None) is decide_table_from_arrays:
+        return gate.decide_arrays(table)
+    return decisions_as_arrays(gate.decide_table(table))
+
+
+def decisions_as_arrays(decisions) -> Decided:
+    """A :meth:`Gate.decide_table` frame (or a :class:`Decided`, returned as it is) as a :class:`Decided`."""
+    if isinstance(decisions, Decided):
+        return decisions
+    return Decided(
+        decisions["action"].to_numpy(dtype=object),
+        decisions["score"].to_numpy(dtype=float),
+        decisions["stage"].to_numpy(dtype=object),
+    )
 
 
 def actions_frame(action, score, stage=None) -> pd.DataFrame:

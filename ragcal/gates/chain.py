@@ -17,7 +17,16 @@ from .._params import check_choice, parameter_error
 from ..calibration import fit_threshold
 from ..score_tables import check_score_table
 from ..signals import SIGNALS
-from .base import Decision, Gate, actions_frame, gate_from_dict, register_gate_type
+from .base import (
+    Decided,
+    Decision,
+    Gate,
+    decide_table_from_arrays,
+    decided,
+    decided_arrays,
+    gate_from_dict,
+    register_gate_type,
+)
 from .threshold import ThresholdGate, zero_means_no_match
 
 __all__ = ["Stage", "FallbackChain", "STAGE_TIERS", "fit_default_chain", "default_chain", "DEFAULT_CHAIN_COLUMNS"]
@@ -144,7 +153,10 @@ class FallbackChain(Gate):
                 return candidate.gate.passage_key()
         return None
 
-    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+    decide_table = decide_table_from_arrays
+
+    def decide_arrays(self, table: pd.DataFrame) -> Decided:
+        """:meth:`decide_table`'s columns as arrays (:class:`~ragcal.gates.base.Decided`)."""
         self._check_table(table)
         n = len(table)
         action = np.full(n, "refuse", dtype=object)
@@ -152,16 +164,15 @@ class FallbackChain(Gate):
         score = np.full(n, np.nan)
         undecided = np.ones(n, dtype=bool)
         for position, stage in enumerate(self.stages):
-            decided = stage.gate.decide_table(table)
-            stage_action = decided["action"].to_numpy(dtype=object)
+            stage_decided = decided_arrays(stage.gate, table)
             if position == 0:
-                score = decided["score"].to_numpy(dtype=float).copy()
-            fires = undecided & (stage_action != "refuse")
-            action[fires] = "hedge" if stage.tier == "partial" else stage_action[fires]
+                score = stage_decided.score.copy()
+            fires = undecided & (stage_decided.action != "refuse")
+            action[fires] = "hedge" if stage.tier == "partial" else stage_decided.action[fires]
             stage_names[fires] = stage.name
-            score[fires] = decided["score"].to_numpy(dtype=float)[fires]
+            score[fires] = stage_decided.score[fires]
             undecided &= ~fires
-        return actions_frame(action, score, stage_names)
+        return decided(action, score, stage_names)
 
     def to_dict(self) -> dict:
         return {"type": self.type, "stages": [stage.to_dict() for stage in self.stages]}

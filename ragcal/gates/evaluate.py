@@ -19,7 +19,7 @@ from ..chunking import pages_of
 from ..metrics import clopper_pearson
 from ..progress import LONG_LOOP, progress
 from ..score_tables import check_score_table, unanswerable_slices
-from .base import ACTIONS
+from .base import ACTIONS, decided_arrays, decisions_as_arrays
 from .support import SupportMemo
 
 __all__ = [
@@ -62,8 +62,8 @@ def outcome_counts(table, decisions, stages=(), supported=None, *, groups=None):
     ``all questions`` is added. ``groups`` is ``outcome_groups(table, everyone=supported
     is not None)`` when the caller counts several gates on one table.
     """
-    action = decisions["action"].to_numpy(dtype=object)
-    stage = decisions["stage"].to_numpy(dtype=object)
+    arrays = decisions_as_arrays(decisions)
+    action, stage = arrays.action, arrays.stage
     answered = action != "refuse"
     if supported is not None:
         supported = np.asarray(supported, dtype=bool) & answered
@@ -203,7 +203,7 @@ def heldout_gates(
         groups = outcome_groups(evaluation, everyone=support is not None)
         for name, fit in fitters.items():
             gate = fit(fitting)
-            decisions = gate.decide_table(evaluation)
+            decisions = decided_arrays(gate, evaluation)
             stages = [stage.name for stage in getattr(gate, "stages", ())]
             supported = None if support is None else support(gate, decisions, held)
             counts = outcome_counts(evaluation, decisions, stages, supported, groups=groups)

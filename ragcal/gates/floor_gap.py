@@ -11,7 +11,7 @@ import pandas as pd
 
 from .._params import parameter_error
 from ._numbers import to_json_number
-from .base import Decision, Gate, actions_frame, register_gate_type
+from .base import Decided, Decision, Gate, decide_table_from_arrays, decided, register_gate_type
 from .threshold import _check_max_passages, cut_passages
 
 __all__ = ["FloorGapGate", "floor_gap_columns", "floor_gap_answers", "floor_gap_order"]
@@ -122,14 +122,15 @@ class FloorGapGate(Gate):
         """Everything :meth:`passages_for` reads: the floor and the list cut (see :meth:`Gate.passage_key`)."""
         return (FloorGapGate, self.floor, self.retriever, self.max_passages)
 
-    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+    decide_table = decide_table_from_arrays
+
+    def decide_arrays(self, table: pd.DataFrame) -> Decided:
+        """:meth:`decide_table`'s columns as arrays (:class:`~ragcal.gates.base.Decided`)."""
         self._check_table(table)
         top_column, second_column = self.columns
         top = table[top_column].to_numpy(dtype=float)
         second = table[second_column].to_numpy(dtype=float)
-        return actions_frame(
-            np.where(floor_gap_answers(top, second, self.floor, self.min_gap), "answer", "refuse"), top
-        )
+        return decided(np.where(floor_gap_answers(top, second, self.floor, self.min_gap), "answer", "refuse"), top)
 
     def to_dict(self) -> dict:
         return {

@@ -32,7 +32,7 @@ from ..calibration import fit_threshold
 from ..score_tables import check_score_table
 from ..signals import get_signal
 from ._numbers import to_json_number
-from .base import Decision, Gate, actions_frame, register_gate_type
+from .base import Decided, Decision, Gate, decide_table_from_arrays, decided, register_gate_type
 from .learned_score import (
     LinearScore,
     check_not_empty,
@@ -262,13 +262,16 @@ class LearnedGate(Gate):
             return self._refuse(results, query, reasons + ["no passage to pass on"], score)
         return self._answer(action, results, query, passages, reasons, score)
 
-    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+    decide_table = decide_table_from_arrays
+
+    def decide_arrays(self, table: pd.DataFrame) -> Decided:
+        """:meth:`decide_table`'s columns as arrays (:class:`~ragcal.gates.base.Decided`)."""
         scores = self.score_table(table)
         with np.errstate(invalid="ignore"):
             answered = ~np.isnan(scores) & (scores >= self.threshold)
             hedged = answered & (scores < self.hedge_below if self.hedge_below is not None else False)
         action = np.where(answered, np.where(hedged, "hedge", "answer"), "refuse")
-        return actions_frame(action, scores)
+        return decided(action, scores)
 
     def to_dict(self) -> dict:
         return {

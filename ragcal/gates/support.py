@@ -33,6 +33,7 @@ import numpy as np
 
 from ..chunking import page_of
 from ..signals import get_signal
+from .base import decided_arrays, decisions_as_arrays
 
 __all__ = [
     "supported_answers",
@@ -186,16 +187,14 @@ def table_support(gate, table, results, gold, *, decisions=None) -> np.ndarray:
         ``{retriever: RetrievalResult}`` per row of ``table``.
     gold : sequence of set of str
         Gold pages per row (empty: unanswerable).
-    decisions : DataFrame, default=None
+    decisions : DataFrame or Decided, default=None
         ``gate.decide_table(table)`` when already computed.
     """
     results, gold = list(results), list(gold)
     if not len(results) == len(gold) == len(table):
         raise ValueError(f"table_support: {len(table)} rows, {len(results)} result sets and {len(gold)} gold sets")
-    if decisions is None:
-        decisions = gate.decide_table(table)
-    actions = decisions["action"].to_numpy(dtype=object)
-    stages = decisions["stage"].to_numpy(dtype=object)
+    arrays = decided_arrays(gate, table) if decisions is None else decisions_as_arrays(decisions)
+    actions, stages = arrays.action, arrays.stage
     supported = np.zeros(len(table), dtype=bool)
     for row in np.flatnonzero(actions != "refuse"):
         if gold[row]:
@@ -235,8 +234,8 @@ class SupportMemo:
 
     def __call__(self, gate, decisions, rows) -> np.ndarray:
         """``table_support(gate, table.iloc[rows], ..., decisions=decisions)``: rows are positions in the table."""
-        actions = decisions["action"].to_numpy(dtype=object)
-        stages = decisions["stage"].to_numpy(dtype=object)
+        arrays = decisions_as_arrays(decisions)
+        actions, stages = arrays.action, arrays.stage
         supported = np.zeros(len(actions), dtype=bool)
         for position in np.flatnonzero(actions != "refuse"):
             row = int(rows[position])

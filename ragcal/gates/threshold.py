@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..signals import get_signal
 from ._numbers import to_json_number
-from .base import Decision, Gate, actions_frame, register_gate_type
+from .base import Decided, Decision, Gate, decide_table_from_arrays, decided, register_gate_type
 
 __all__ = ["ThresholdGate", "cut_passages", "zero_means_no_match"]
 
@@ -173,7 +173,10 @@ class ThresholdGate(Gate):
             return self._refuse(results, query, reasons + ["no passage to pass on"], score)
         return self._answer(action, results, query, passages, reasons, score)
 
-    def decide_table(self, table: pd.DataFrame) -> pd.DataFrame:
+    decide_table = decide_table_from_arrays
+
+    def decide_arrays(self, table: pd.DataFrame) -> Decided:
+        """:meth:`decide_table`'s columns as arrays (:class:`~ragcal.gates.base.Decided`)."""
         self._check_table(table)
         scores = table[self.signal].to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
@@ -182,7 +185,7 @@ class ThresholdGate(Gate):
                 answered &= scores != 0  # nothing matched: nothing to pass on, as decide() refuses
             hedged = answered & (~self._clears(scores, self.hedge_below) if self.hedge_below is not None else False)
         action = np.where(answered, np.where(hedged, "hedge", "answer"), "refuse")
-        return actions_frame(action, scores)
+        return decided(action, scores)
 
     def passage_key(self, *, stage: str | None = None):
         """Everything :meth:`passages_for` reads: the gate without its hedge band (see :meth:`Gate.passage_key`)."""

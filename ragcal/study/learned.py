@@ -37,6 +37,7 @@ from .._io import atomic_write_text
 from ..calibration import split_by_slice
 from ..chunking import page_of
 from ..gates import LearnedGate, ThresholdGate, fit_learned_gate, fit_threshold_gate, summarize_heldout_gates
+from ..gates.base import decided_arrays, decisions_as_arrays
 from ..gates.evaluate import ALL_UNANSWERABLE, outcome_counts, outcome_groups
 from ..gates.learned import DEFAULT_LEARNED_SIGNALS, fit_learned_gates, fold_strata
 from ..gates.learned_score import LinearScore
@@ -161,11 +162,11 @@ class _HeldOutSupport:
         self.results, self.gold = results, gold
         self.passes_gold = {}
 
-    def __call__(self, gate, decisions: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    def __call__(self, gate, decisions, rows: np.ndarray) -> np.ndarray:
         """Supported answers of ``gate`` on the table rows ``rows``; ``decisions`` is its decide_table of them."""
         known = self.passes_gold.setdefault(_passage_key(gate), {})
         supported = np.zeros(len(rows), dtype=bool)
-        for position in np.flatnonzero(decisions["action"].to_numpy(dtype=object) != "refuse"):
+        for position in np.flatnonzero(decisions_as_arrays(decisions).action != "refuse"):
             row = int(rows[position])
             pages = self.gold[row]
             if not pages:
@@ -243,11 +244,11 @@ def heldout_learned(
         gates.update({f"learned {name}": gate for name, gate in learned.items()})
         held = np.flatnonzero(~calibration)
         for gate_name, gate in gates.items():
-            decisions = gate.decide_table(evaluation)
+            decisions = decided_arrays(gate, evaluation)
             supported = None if support is None else support(gate, decisions, held)
             counts = outcome_counts(evaluation, decisions, (), supported, groups=groups)
             outcome_rows += [(split, gate_name, *row) for row in counts]
-            scores = decisions["score"].to_numpy(dtype=float)
+            scores = decisions.score
             keep = ~np.isnan(scores)
             oriented = scores if (gate_name != base or higher) else -scores
             auc_rows += _auc_rows(

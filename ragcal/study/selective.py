@@ -38,6 +38,7 @@ from ..gates import (
     summarize_heldout_gates,
     support_levels,
 )
+from ..gates.base import decided_arrays
 from ..gates.certify import chain_cuts
 from ..gates.support import SupportMemo, bar_support, signal_support, support_inputs
 from ..metrics.selective import risk_coverage, selective_comparison
@@ -312,8 +313,8 @@ def population_check(table, results, gold, *, n_draws: int = 200, size: int | No
     def decide_population(gate):
         key = json.dumps(gate.to_dict(), sort_keys=True)
         if key not in population:
-            decisions = gate.decide_table(table)
-            answered = decisions["action"].ne("refuse").to_numpy()
+            decisions = decided_arrays(gate, table)
+            answered = decisions.action != "refuse"
             supported = support(gate, decisions, every_row) if answered.any() else None
             population[key] = answered, supported
         return population[key]

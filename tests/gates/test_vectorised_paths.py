@@ -194,3 +194,39 @@ def test_floor_gap_counts_equal_the_full_grid_of_answers():
         kept, refused = floor_gap_counts(top, second, answerable, floors, gaps)
         np.testing.assert_array_equal(kept, answers[:, :, answerable].sum(axis=2))
         np.testing.assert_array_equal(refused, (~answers[:, :, ~answerable]).sum(axis=2))
+
+
+def test_decided_arrays_are_decide_tables_columns_and_a_subclass_decides_through_its_own_table():
+    from ragcal.gates.base import Decided, decided_arrays, decisions_as_arrays
+    from ragcal.gates.learned_score import LinearScore
+
+    rng = np.random.default_rng(13)
+    results, _ = draw_results(rng, 60)
+    table = chain_table(rng, results).assign(dense_top2=lambda frame: frame["dense_top1"] - 0.1)
+    table["dense_gap"] = table["dense_top1"] - table["dense_top2"] + rng.choice([0.0, 0.2], len(table))
+    learned = LearnedGate(LinearScore(("dense_top1", "bm25_top1_stopwords"), (0.5, 1.0), (0.2, 2.0), (1.5, 0.5), 0.1),
+                          0.6, hedge_below=0.8)  # fmt: skip
+    gates = [*GATES, ThresholdGate("dense_top1", 0.5, hedge_below=0.6), FloorGapGate(0.4, 0.05), learned,
+             default_chain(0.7, 3.0, 0.3), default_chain(0.7, math.inf, 0.3)]  # fmt: skip
+    for gate in gates:
+        frame = gate.decide_table(table)
+        arrays = decided_arrays(gate, table)
+        assert isinstance(arrays, Decided) and arrays.frame().equals(frame)
+        assert list(frame.dtypes) == [object, np.float64, object] and arrays.action.dtype == object
+        assert decisions_as_arrays(frame).frame().equals(frame)
+    assert {"answer", "hedge", "refuse"} <= {action for gate in gates for action in decided_arrays(gate, table).action}
+    # The arrays are the gate's own: changing them changes neither the table nor the next decision.
+    arrays = decided_arrays(GATES[1], table)
+    arrays.score[:] = -1.0
+    assert not (table["dense_top1"] == -1.0).any() and decided_arrays(GATES[1], table).frame().equals(
+        GATES[1].decide_table(table)
+    )
+
+    class EveryoneAnswered(ThresholdGate):
+        def decide_table(self, table):
+            frame = super().decide_table(table)
+            return frame.assign(action="answer")
+
+    custom = EveryoneAnswered("dense_top1", 0.5)
+    assert (decided_arrays(custom, table).action == "answer").all()
+    assert (custom.decide_arrays(table).action == "refuse").any()  # what the parent decides, which is not asked
