@@ -270,14 +270,16 @@ def decided_arrays(gate, table: pd.DataFrame) -> Decided:
 
 
 def decisions_as_arrays(decisions) -> Decided:
-    """A :meth:`Gate.decide_table` frame (or a :class:`Decided`, returned as it is) as a :class:`Decided`."""
+    """A :meth:`Gate.decide_table` frame (or a :class:`Decided`, returned as it is) as a :class:`Decided`.
+
+    A frame of decisions made elsewhere (a framework's answers, say) may have only ``action`` and ``stage``, which is
+    all that counting outcomes and support reads: its scores are then NaN.
+    """
     if isinstance(decisions, Decided):
         return decisions
-    return Decided(
-        decisions["action"].to_numpy(dtype=object),
-        decisions["score"].to_numpy(dtype=float),
-        decisions["stage"].to_numpy(dtype=object),
-    )
+    action = decisions["action"].to_numpy(dtype=object)
+    score = decisions["score"].to_numpy(dtype=float) if "score" in decisions else np.full(len(action), np.nan)
+    return Decided(action, score, decisions["stage"].to_numpy(dtype=object))
 
 
 def actions_frame(action, score, stage=None) -> pd.DataFrame:

@@ -222,6 +222,10 @@ def test_decided_arrays_are_decide_tables_columns_and_a_subclass_decides_through
         GATES[1].decide_table(table)
     )
 
+    # Decisions made elsewhere (a framework's answers) need no score to be counted.
+    elsewhere = decisions_as_arrays(pd.DataFrame({"action": ["answer", "refuse"], "stage": None}))
+    assert elsewhere.action.tolist() == ["answer", "refuse"] and np.isnan(elsewhere.score).all()
+
     class EveryoneAnswered(ThresholdGate):
         def decide_table(self, table):
             frame = super().decide_table(table)
