@@ -157,7 +157,7 @@ def test_torchs_kernels_are_remembered_per_build_setting_and_processor(tmp_path)
 
     import torch
 
-    from ragcal.embedding.minilm import CAPABILITY_MEMO
+    from ragcal.embedding.minilm import CAPABILITY_MEMO, _capability_memo_key
 
     pinned = str(torch.backends.cpu.get_cpu_capability())  # this process runs under the pinned kernels
     memo = tmp_path / CAPABILITY_MEMO
@@ -173,7 +173,8 @@ def test_torchs_kernels_are_remembered_per_build_setting_and_processor(tmp_path)
     assert probe_capability(tmp_path, cpuinfo) == (pinned, True)
     assert len(json.loads(memo.read_text())) == 3
     # A wrong entry never outlives a process that imports torch: torch is asked and the entry corrected.
-    key = next(key for key, value in json.loads(memo.read_text()).items() if value == pinned)
+    key = _capability_memo_key("/proc/cpuinfo")  # this process's entry (the made-up flags' entry is another)
+    assert json.loads(memo.read_text())[key] == pinned
     memo.write_text(json.dumps({**json.loads(memo.read_text()), key: "AVX512"}))
     assert torch_capability(tmp_path) == pinned and json.loads(memo.read_text())[key] == pinned
     # A damaged memo is asked again and rewritten; without flags to key it (not Linux) torch is always asked.
