@@ -258,21 +258,32 @@ def torch_capability(memo_dir=None, *, cpuinfo="/proc/cpuinfo") -> str:
 
     memo_path = Path(memo_dir) / CAPABILITY_MEMO if memo_dir is not None else None
     key = _capability_memo_key(cpuinfo) if memo_path is not None else None
-    memo = _read_capability_memo(memo_path) if key is not None else {}
-    if "torch" not in sys.modules and isinstance(memo.get(key), str):
-        return memo[key]
+    slot = (memo_path, key)  # the cache key is asked on every encode: the file is read once per process
+    if "torch" not in sys.modules and key is not None:
+        if slot not in _MEMO_READ:
+            _MEMO_READ[slot] = _read_capability_memo(memo_path).get(key)
+        if isinstance(_MEMO_READ[slot], str):
+            return _MEMO_READ[slot]
     torch = import_extra("torch", "retrieval", "the MiniLM embedder's kernel check")
     capability = str(torch.backends.cpu.get_cpu_capability())
-    if key is not None and memo.get(key) != capability and memo_path.parent.is_dir():
-        import json
+    if key is not None and slot not in _MEMO_CHECKED and memo_path.parent.is_dir():
+        memo = _read_capability_memo(memo_path)
+        if memo.get(key) != capability:
+            import json
 
-        from .._io import atomic_write_text
+            from .._io import atomic_write_text
 
-        try:
-            atomic_write_text(memo_path, json.dumps({**memo, key: capability}, indent=1, sort_keys=True) + "\n")
-        except OSError:
-            pass  # a read-only cache folder: torch is asked again next time
+            try:
+                atomic_write_text(memo_path, json.dumps({**memo, key: capability}, indent=1, sort_keys=True) + "\n")
+            except OSError:
+                pass  # a read-only cache folder: torch is asked again by the next process
+        _MEMO_CHECKED.add(slot)
     return capability
+
+
+#: What this process read from a memo file for a key, and the (file, key) pairs it has checked against torch.
+_MEMO_READ: dict = {}
+_MEMO_CHECKED: set = set()
 
 
 def _capability_memo_key(cpuinfo) -> str | None:

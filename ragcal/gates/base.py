@@ -241,7 +241,14 @@ class Decided(NamedTuple):
 
     def frame(self) -> pd.DataFrame:
         """The :meth:`Gate.decide_table` frame of these columns."""
-        return actions_frame(self.action, self.score, self.stage)
+        # object dtype keeps None as None (pandas would otherwise infer strings and turn it into NaN)
+        return pd.DataFrame(
+            {
+                "action": pd.Series(self.action, dtype=object),
+                "score": self.score,
+                "stage": pd.Series(self.stage, dtype=object),
+            }
+        )
 
 
 def decided(action, score, stage=None) -> Decided:
@@ -284,13 +291,4 @@ def decisions_as_arrays(decisions) -> Decided:
 
 def actions_frame(action, score, stage=None) -> pd.DataFrame:
     """The return value of :meth:`Gate.decide_table`."""
-    action = np.asarray(action, dtype=object)
-    stage = np.full(action.shape, None, dtype=object) if stage is None else np.asarray(stage, dtype=object)
-    # object dtype keeps None as None (pandas would otherwise infer strings and turn it into NaN)
-    return pd.DataFrame(
-        {
-            "action": pd.Series(action, dtype=object),
-            "score": np.asarray(score, dtype=float),
-            "stage": pd.Series(stage, dtype=object),
-        }
-    )
+    return decided(action, score, stage).frame()
