@@ -138,10 +138,10 @@ def test_reproduce_from_the_wheel_writes_the_committed_reduced_study(installed):
 
     It covers every file the study writes for one corpus (scores, runs, retrieval, chunking, calibration, gates,
     learned gates, selective risk and certificates, reranker signals, access control, summary.md), from the wheel,
-    anchored to the snapshot's dense run, so on any processor whose kernels stay within tolerance. It cannot see
-    what only the full study touches: the 1,000-split numbers, the other chunkings, the Rust book, the cross-corpus
-    and cross-model reports, SQuAD and the notebooks' figures (``make reproduce`` then ``git status`` does). After a
-    deliberate change: ``make reduced-snapshot`` and ``make reproduce``, and commit both.
+    anchored to the snapshot's dense run and scores, so on any processor whose kernels stay within tolerance. It
+    cannot see what only the full study touches: the 1,000-split numbers, the other chunkings, the Rust book, the
+    cross-corpus and cross-model reports, SQuAD and the notebooks' figures (``make reproduce`` then ``git status``
+    does). After a deliberate change: ``make reduced-snapshot`` and ``make reproduce``, and commit both.
     """
     from ragcal.study.exactness import compare_files
 
@@ -154,8 +154,8 @@ def test_reproduce_from_the_wheel_writes_the_committed_reduced_study(installed):
     assert result.returncode == 0, result.stderr[-2000:]
     # The dense scores and the score table are anchored to the snapshot's (ragcal.study.anchoring): on a processor
     # whose kernels move them within the declared tolerance the study continues from the committed values, so what
-    # follows from them is rewritten to the byte. What is not anchored (the reranker, access control) is printed as
-    # 4-decimal rank statistics: compared within the declared tolerance, not to the bit.
+    # follows from them is rewritten to the byte; so are the reranker's scores (rerank_scores.csv). What is not
+    # anchored (access control) is printed as 4-decimal rank statistics: compared within the declared tolerance.
     comparison = compare_files(work / "out", REDUCED_SNAPSHOT)
     problems = [
         problem

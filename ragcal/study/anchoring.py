@@ -24,9 +24,10 @@ for byte. Anchored, before anything is computed from them:
 - the dense diagnostics that a score-table column holds as they are (the
   cosines to the corpus and page centroids, :data:`INFO_COLUMNS`);
 - the score tables (``scores.csv``, the second model's
-  ``scores_wordllama.csv``, the live questions' ``live_scores.csv``): the
-  same questions and columns, every column within its tolerance: the
-  committed column.
+  ``scores_wordllama.csv``, the live questions' ``live_scores.csv``, the
+  reranker's ``rerank_scores.csv`` when the committed one is the same
+  reranker's): the same questions and columns, every column within its
+  tolerance: the committed column.
 
 A quantity beyond tolerance (a chunk order that changed, a score that moved
 more than declared) keeps this run's values and is reported; so is the number
@@ -74,6 +75,14 @@ TOLERANCES = (
         "cosines of float32 embeddings and statistics of them: CPU kernels move them by up to 4.2e-7 (dense_gap "
         "under torch's generic kernels), 10 times below the 4th printed decimal",
     ),
+    (
+        "rerank_*",
+        1e-5,
+        0.0,
+        "a float32 cross-encoder's sigmoid and differences of them: other kernels on an AMD EPYC (torch's generic "
+        "ones with MKL's COMPATIBLE path, or its AVX-512 ones) moved the tiny reranker's 9,450 FastAPI pair scores "
+        "by up to 6.0e-7",
+    ),
     ("*", 1e-9, 0.0, "float64 statistics of BM25 scores, ranks and counts: kernels move them by about 1e-15"),
 )
 
@@ -117,6 +126,16 @@ def read_reference_table(path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def _read_provenance(path) -> dict | None:
+    """A committed table's provenance (its ``.meta.json``), or None when it has none or it does not hold."""
+    from ..score_tables import read_provenance
+
+    try:
+        return read_provenance(path)
+    except ValueError:  # a provenance that is not the table's names nothing to compare with
+        return None
 
 
 def _floats(cells) -> np.ndarray:
@@ -186,6 +205,7 @@ class Anchor:
         self.changed_decisions: dict[str, int] = {}
         # Read now: the run overwrites these files.
         self._tables = {}
+        self._provenances = {}
         self._runs = {}
         self._gates = {}
         if self.reference_dir is not None:
@@ -278,7 +298,13 @@ class Anchor:
         return anchored
 
     def table(
-        self, table: pd.DataFrame, name: str = "scores.csv", *, decisions: bool = False, columns=None
+        self,
+        table: pd.DataFrame,
+        name: str = "scores.csv",
+        *,
+        decisions: bool = False,
+        columns=None,
+        provenance: dict | None = None,
     ) -> pd.DataFrame:
         """``table`` with every column within its tolerance of the committed ``name`` taking the committed values.
 
@@ -291,13 +317,22 @@ class Anchor:
         run's own scores change (:attr:`changed_decisions`). ``columns``, when
         given, names the committed columns compared (the others are neither
         required nor anchored): for a table computed another way, such as a
-        framework store's, that shares only some of them.
+        framework store's, that shares only some of them. ``provenance``,
+        when given, holds items that the committed table's provenance
+        (``<name>.meta.json``) must hold too: a committed table of another
+        model (another reranker, say) is another measurement, and nothing is
+        anchored to it or recorded.
         """
         if name not in self._tables and self.reference_dir is not None:  # read before this run writes it
             self._tables[name] = read_reference_table(self.reference_dir / name)
+            self._provenances[name] = _read_provenance(self.reference_dir / name)
         reference = self._tables.get(name)
         if reference is None:
             return table
+        if provenance is not None:
+            committed = self._provenances.get(name) or {}
+            if any(committed.get(key) != value for key, value in provenance.items()):
+                return table
         if columns is not None:
             compared = set(columns)
             reference = reference[[column for column in reference.columns if column in compared]]

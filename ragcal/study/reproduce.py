@@ -18,7 +18,8 @@ steps that each write their own files:
    signal sets against one ``dense_top1`` threshold, nested held out
    (``learned_auc.csv``, ``learned_gate.csv``, ``learned_coefficients.csv``);
 7. the reranker's signals beside ``dense_top1`` (a tiny random cross-encoder
-   unless one is given: a plumbing check, see :mod:`ragcal.study.rerank`) and,
+   unless one is given: a plumbing check, see :mod:`ragcal.study.rerank`;
+   ``rerank_scores.csv``, anchored, and ``rerank_auc.csv``) and,
    for FastAPI, the live questions' score table that notebook 09 logs
    (``live_scores.csv``, :mod:`ragcal.study.monitoring`) and the
    access-control demonstration (:mod:`ragcal.study.access`);
@@ -71,7 +72,7 @@ from .report import (
     rule_of_thumb_section,
     sweep_section,
 )
-from .rerank import rerank_aucs, rerank_section
+from .rerank import RERANK_SCORES, RERANK_SIGNALS, rerank_scores, rerank_section
 from .selective import evaluate_selective, selective_section, support_inputs
 from .timings import StageTimings
 
@@ -399,9 +400,14 @@ def reproduce_corpus(
         )
 
     with stage("reranker signals"):
-        rerank_auc, rerank_description = rerank_aucs(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
+        reranked, rerank_description = rerank_scores(index, queries, reranker=reranker, cache_dir=embedder.cache_dir)
+        # Anchored only to the same reranker's committed scores: another model's are another measurement.
+        same_reranker = {key: rerank_description[key] for key in ("reranker_fingerprint", "rerank_depth")}
+        reranked = anchor.table(reranked, RERANK_SCORES, provenance=same_reranker)
+        rerank_auc = auc_table(reranked, list(RERANK_SIGNALS))
+    write_score_table(results_dir / RERANK_SCORES, reranked, config={**config, **rerank_description})
     atomic_write_text(results_dir / "rerank_auc.csv", rerank_auc.to_csv(index=False, float_format="%.4f"))
-    log(f"wrote {results_dir / 'rerank_auc.csv'} ({rerank_description['reranker']})")
+    log(f"wrote {results_dir / RERANK_SCORES} and {results_dir / 'rerank_auc.csv'} ({rerank_description['reranker']})")
     access = None
     if spec.name == "fastapi":
         with stage("live questions (notebook 09's log)"):

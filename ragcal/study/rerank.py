@@ -19,14 +19,18 @@ import pandas as pd
 from ..metrics import auc_table
 from ..scoring import score_table
 
-__all__ = ["RERANK_SIGNALS", "rerank_aucs", "rerank_section"]
+__all__ = ["RERANK_SCORES", "RERANK_SIGNALS", "rerank_aucs", "rerank_scores", "rerank_section"]
 
 #: Compared in the section: the cosine baseline and the reranker's two signals.
 RERANK_SIGNALS = ("dense_top1", "rerank_top1", "rerank_gap")
 
+#: The reranker's per-question scores in ``results/<corpus>/``: a float32 model's outputs, which CPU kernels move in
+#: their last bits, so ``ragcal reproduce`` anchors them (:mod:`ragcal.study.anchoring`) like the dense scores.
+RERANK_SCORES = "rerank_scores.csv"
 
-def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50, cache_dir=None):
-    """AUC table of :data:`RERANK_SIGNALS` with the reranker on ``index``.
+
+def rerank_scores(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50, cache_dir=None):
+    """The score table of :data:`RERANK_SIGNALS` with the reranker on ``index``.
 
     Parameters
     ----------
@@ -40,13 +44,15 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
         weights are the same bytes on every processor and run
         (:func:`ragcal.retrieval.rerank.build_tiny_cross_encoder`), so its
         fingerprint, which keys the cache, names it whatever folder it sits in.
+    depth : int, default=50
+        How many fused candidates the reranker re-scores per question.
     cache_dir : str or Path, default=None
         The score cache's folder (:class:`ragcal.retrieval.rerank.CrossEncoderReranker`).
 
     Returns
     -------
-    aucs : DataFrame
-        As :func:`ragcal.metrics.auc_table`.
+    table : DataFrame
+        As :func:`ragcal.scoring.score_table`, with the columns :data:`RERANK_SIGNALS`.
     description : dict
         The reranker's provenance (:meth:`CrossEncoderReranker.to_dict`) and
         ``random``: whether it is the tiny random model.
@@ -61,6 +67,20 @@ def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50,
         description = {**ranker.to_dict(), "random": reranker is None}
     if description["random"]:
         description["reranker"] = "tiny random cross-encoder (build_tiny_cross_encoder, seed 0)"
+    return table, description
+
+
+def rerank_aucs(index, queries: pd.DataFrame, *, reranker=None, depth: int = 50, cache_dir=None):
+    """AUC table of :data:`RERANK_SIGNALS` with the reranker on ``index``: :func:`rerank_scores`' table's AUCs.
+
+    Returns
+    -------
+    aucs : DataFrame
+        As :func:`ragcal.metrics.auc_table`.
+    description : dict
+        As :func:`rerank_scores`.
+    """
+    table, description = rerank_scores(index, queries, reranker=reranker, depth=depth, cache_dir=cache_dir)
     return auc_table(table, list(RERANK_SIGNALS)), description
 
 

@@ -45,6 +45,7 @@ def test_tolerances_are_declared_per_quantity():
     assert tolerance_for("dense_top1") == (1e-5, 0.0)
     assert tolerance_for("dense_nqc") == (1e-5, 1e-4)  # a ratio: relative
     assert tolerance_for("bm25_top1_raw") == (1e-9, 0.0)
+    assert tolerance_for("rerank_gap") == (1e-5, 0.0)  # a float32 cross-encoder's sigmoid
     assert within_tolerance([0.1, 0.2], [0.1, 0.2], "dense_top1") == (0.0, 0.0)
     deviation, share = within_tolerance([0.1 + 5e-6, 0.2], [0.1, 0.2], "dense_top1")
     assert deviation == pytest.approx(5e-6) and share == pytest.approx(0.5)
@@ -128,6 +129,30 @@ def test_a_store_table_anchors_only_the_columns_it_shares(tmp_path, committed, m
     # Other questions (or another order) are not a rounding: nothing anchored.
     reordered = store.iloc[::-1]
     assert anchored_store_table(reordered) is reordered
+
+
+def test_a_table_of_another_model_is_not_anchored_to(tmp_path):
+    from ragcal.score_tables import write_score_table
+
+    rerank = pd.DataFrame(
+        {"id": ["q1", "q2"], "answerable": [True, False], "rerank_top1": [0.51, 0.5], "rerank_gap": [0.0, 6e-8]}
+    )
+    reference = tmp_path / "fastapi"
+    reference.mkdir()
+    write_score_table(reference / "rerank_scores.csv", rerank, config={"reranker_fingerprint": "tiny@abc"})
+    mine = rerank.assign(rerank_gap=[6e-8, 0.0])  # a near tie broken the other way by other kernels
+    anchor = Anchor(reference, label="fastapi")
+    anchored = anchor.table(mine, "rerank_scores.csv", provenance={"reranker_fingerprint": "tiny@abc"})
+    np.testing.assert_array_equal(anchored["rerank_gap"], rerank["rerank_gap"])
+    assert {record.quantity: record.status for record in anchor.records}["rerank_gap"] == "anchored"
+    # Another reranker's committed scores: another measurement, neither anchored nor recorded.
+    anchor = Anchor(reference, label="fastapi")
+    assert anchor.table(mine, "rerank_scores.csv", provenance={"reranker_fingerprint": "real@def"}) is mine
+    assert anchor.records == []
+    # A provenance that is not the table's (edited afterwards) names nothing: nothing anchored.
+    (reference / "rerank_scores.csv").write_text(rerank.assign(rerank_top1=[0.52, 0.5]).to_csv(index=False))
+    anchor = Anchor(reference, label="fastapi")
+    assert anchor.table(mine, "rerank_scores.csv", provenance={"reranker_fingerprint": "tiny@abc"}) is mine
 
 
 def test_no_committed_files_anchor_nothing(tmp_path, committed):
