@@ -163,10 +163,9 @@ def cross_encoder_logits(cross_encoder, questions, passages, *, batch_size: int 
     if not len(questions):
         return output
     questions, passages = [str(text) for text in questions], [str(text) for text in passages]
-    lengths = [
-        len(ids)
-        for ids in tokenizer(questions, passages, truncation="longest_first", max_length=max_length)["input_ids"]
-    ]
+    # Tokenized once: a pair's tokens at ``max_length`` are its tokens at any padded length of at least its own.
+    tokens = tokenizer(questions, passages, truncation="longest_first", max_length=max_length)
+    lengths = [len(ids) for ids in tokens["input_ids"]]
     model.eval()
     with torch.inference_mode(), torch.backends.mkldnn.flags(enabled=False, allow_tf32=None):
         whole_buckets = length_buckets(lengths, max_length=max_length, tokens_per_batch=len(lengths) * max_length)
@@ -176,11 +175,9 @@ def cross_encoder_logits(cross_encoder, questions, passages, *, batch_size: int 
                 # Every pass has exactly batch_size rows (the last one filled with copies of its first pair): a
                 # small model's matrix kernels round a row otherwise in a pass of another height.
                 filled = list(rows) + [rows[0]] * (batch_size - len(rows))
-                encoded = tokenizer(
-                    [questions[row] for row in filled],
-                    [passages[row] for row in filled],
+                encoded = tokenizer.pad(
+                    {key: [values[row] for row in filled] for key, values in tokens.items()},
                     padding="max_length",
-                    truncation="longest_first",
                     max_length=padded_length,
                     return_tensors="pt",
                 )
