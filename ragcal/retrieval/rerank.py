@@ -180,6 +180,7 @@ def cross_encoder_logits(cross_encoder, questions, passages, *, batch_size: int 
                     padding="max_length",
                     max_length=padded_length,
                     return_tensors="pt",
+                    verbose=False,  # transformers 4 advises __call__ over pad: the pairs went through __call__ above
                 )
                 encoded = {key: value.to(model.device) for key, value in encoded.items()}
                 logits = model(**encoded).logits.float().cpu().numpy().reshape(len(filled), n_labels)
