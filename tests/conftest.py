@@ -61,7 +61,7 @@ SLOWEST_FILES = (
     "test_dependency_floors.py",  # three fresh venvs (core, frameworks, torch and the retrieval extra) and Spark
     "test_wheel.py",
     "study/test_notebooks.py",
-    "test_doc_snippets.py",  # the documentation's examples, the three framework quick starts among them
+    "test_doc_snippets.py",  # the documentation's examples (the framework quick starts run in tests/integrations/)
     "test_faults.py",
     "logs/test_monitor_engines.py",  # DuckDB and a local Spark
     "logs/test_review_engines.py",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import io
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +97,41 @@ def imports_a_framework(code: str) -> bool:
     """True when the snippet imports LangChain, LlamaIndex or Haystack (those need the framework extras)."""
     return bool(re.search(r"^\s*(from|import)\s+(langchain\w*|llama_index|haystack|ragcal\.integrations)\b",
                           code, flags=re.MULTILINE))  # fmt: skip
+
+
+#: The framework of each quick start, as its snippet imports it.
+FRAMEWORKS = ("langchain", "llama_index", "haystack")
+
+
+def quick_start(framework: str) -> Snippet:
+    """The documentation's quick start for ``framework``: the block marked to run that imports it, stores the FastAPI
+    docs with ragcal's own MiniLM vectors (``Ragcal...Embedd...``) and saves a gate."""
+    found = [
+        snippet
+        for snippet in snippets("python")
+        if snippet.marked_to_run
+        and f"from {framework}" in snippet.code
+        and "save_gate" in snippet.code
+        and re.search(r"\bRagcal\w*Embedd", snippet.code)
+    ]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} quick starts of {framework} marked {RUNS!r}, expected 1: {found}")
+    return found[0]
+
+
+def run_quick_start(framework: str, folder: Path) -> tuple[dict, str]:
+    """Run :func:`quick_start` as written in the empty ``folder``: its names afterwards and what it printed.
+
+    In this process, in a namespace of its own (every name it uses must be defined in it, as in a fresh
+    interpreter): a test of the integration then checks what the quick start built, so that the docs' example and
+    the integration's test on the whole FastAPI docs are one run, not two of a minute each.
+    """
+    snippet = quick_start(framework)
+    namespace = {"__name__": "__main__"}
+    printed = io.StringIO()
+    with contextlib.chdir(folder), contextlib.redirect_stdout(printed):
+        exec(compile(snippet.code, snippet.where, "exec"), namespace)
+    return namespace, printed.getvalue()
 
 
 def shell_commands(code: str) -> list[str]:

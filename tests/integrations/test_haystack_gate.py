@@ -1,7 +1,7 @@
 """ragcal's gate inside Haystack: real components, a real in-memory document store, a real Pipeline and router.
 
 Most tests use the chunks of eight FastAPI pages and the labeled questions about them (plus the unanswerable
-ones); one slow test runs the whole FastAPI docs and labeled set.
+ones); one slow test runs the documentation's quick start, on the whole FastAPI docs and labeled set, and checks it.
 """
 
 import json
@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from doc_snippets import run_quick_start
 from haystack import Document, Pipeline
 from haystack.components.builders import PromptBuilder
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever, InMemoryEmbeddingRetriever
@@ -19,7 +20,7 @@ from haystack.document_stores.in_memory import InMemoryDocumentStore
 
 from ragcal.datasets import FASTAPI_CORPUS, FASTAPI_EXCLUDE, FASTAPI_QUERIES
 from ragcal.embedding import load_embedder
-from ragcal.gates import fit_gate, save_gate
+from ragcal.gates import fit_gate, load_gate, save_gate
 from ragcal.gates.files import GateFileError
 from ragcal.integrations.common import Hit, StoreScoreError, score_store
 from ragcal.integrations.haystack import (
@@ -299,26 +300,28 @@ def test_import_error_names_the_extra():
 
 
 @pytest.mark.slow
-def test_full_fastapi_docs_scored_through_haystack_reproduce_ragcal_decisions(all_chunks, text_embedder, tmp_path):
-    """Same vectors, cosine, scale_score=False: ragcal's own dense_top1 and decisions, question by question."""
-    from ragcal.retrieval.index import build_index
+def test_the_quick_start_scores_the_whole_fastapi_docs_as_ragcal_and_decides_as_ragcal(fastapi_index, tmp_path):
+    """The documentation's Haystack quick start, run as written (docs/frameworks-overview.md), then checked.
+
+    Same vectors, cosine, scale_score=False: ragcal's own dense_top1 and decisions, question by question.
+    """
     from ragcal.scoring import score_table
 
-    index = build_index(FASTAPI_CORPUS, exclude=FASTAPI_EXCLUDE)
-    queries = load_queries(FASTAPI_QUERIES, corpus_paths=index.doc_paths)
-    document_store = InMemoryDocumentStore(embedding_similarity_function="cosine")
-    document_store.write_documents(
-        RagcalDocumentEmbedder().run(documents=documents_from_chunks(all_chunks))["documents"]
-    )
-    adapter = HaystackStore(InMemoryEmbeddingRetriever(document_store), text_embedder=text_embedder)
+    namespace, printed = run_quick_start("haystack", tmp_path)
+    document_store, adapter, table = namespace["store"], namespace["adapter"], namespace["table"]
+    # What the page says it prints: the cookie question answered with its passages, the bread one refused.
+    answered, refused = printed.split("\n", 1)
+    assert int(answered) > 0  # passages, and no refusal message
+    assert refused.startswith("0 I searched the store's documents (2,282 passages") and "sourdough" in refused
 
-    table, config, _ = score_store(queries, adapter)
-    own = score_table(queries, index.retrieve(queries["query"]))
+    queries = load_queries(FASTAPI_QUERIES, corpus_paths=fastapi_index.doc_paths)
+    own = score_table(queries, fastapi_index.retrieve(queries["query"]))
+    assert list(table["id"]) == list(own["id"])
     np.testing.assert_allclose(table["dense_top1"], own["dense_top1"], atol=1e-5)
-    gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
+    path = tmp_path / "gate.json"  # written by the quick start
+    gate = load_gate(path)
     own_gate = fit_gate(own, "threshold", "keep@0.95", signal="dense_top1")
     assert gate.threshold == pytest.approx(own_gate.threshold, abs=1e-5)
-    path = save_gate(tmp_path / "gate.json", gate, rule="keep@0.95", provenance=config)
     component = GateComponent(path, adapter)
     own_actions = own_gate.decide_table(own)["action"]
     # Every third question through the component (the scores above are compared on all of them): both actions occur.
@@ -329,7 +332,8 @@ def test_full_fastapi_docs_scored_through_haystack_reproduce_ragcal_decisions(al
         action = "refuse" if outputs["refusal"] is not None else outputs["documents"][0].meta["ragcal_action"]
         assert action == own_action, question
 
-    scaled = HaystackStore(InMemoryEmbeddingRetriever(document_store, scale_score=True), text_embedder=text_embedder)
+    scaled_retriever = InMemoryEmbeddingRetriever(document_store, scale_score=True)
+    scaled = HaystackStore(scaled_retriever, text_embedder=RagcalTextEmbedder())
     some = queries.iloc[::6].reset_index(drop=True)  # every sixth question: the map is exact, the test is slow
     scaled_table, _, _ = score_store(some, scaled)
     np.testing.assert_allclose(scaled_table["dense_top1"], (table["dense_top1"].iloc[::6] + 1) / 2, atol=1e-12)

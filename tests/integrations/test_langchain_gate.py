@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from doc_snippets import run_quick_start
 
 from ragcal.datasets import FASTAPI_QUERIES
 from ragcal.gates import ask, certify_threshold_gate, fit_gate, load_gate, save_gate, support_levels
@@ -61,10 +62,17 @@ def queries():
 
 
 @pytest.fixture(scope="module")
-def cosine_store(fastapi_index, embeddings):
-    """FAISS with inner product on ragcal's normalised vectors: cosine, as ragcal's own index."""
-    documents = documents_from_chunks(fastapi_index.chunks)
-    return FAISS.from_documents(documents, embeddings, distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT)
+def quick_start(tmp_path_factory):
+    """The documentation's LangChain quick start, run as written (docs/frameworks-overview.md): names and output."""
+    folder = tmp_path_factory.mktemp("quick_start")
+    namespace, printed = run_quick_start("langchain", folder)
+    return SimpleNamespace(namespace=namespace, printed=printed, folder=folder)
+
+
+@pytest.fixture(scope="module")
+def cosine_store(quick_start):
+    """The quick start's FAISS store: inner product on ragcal's normalised vectors, cosine, as ragcal's own index."""
+    return quick_start.namespace["store"]
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +123,15 @@ def test_the_store_returns_ragcal_own_cosine_and_the_gate_decides_as_ragcal_ask(
     )
     committed = json.loads((RESULTS_DIR / "fastapi" / "gates" / "threshold_risk_guarantee02.json").read_text())
     assert certified.threshold == pytest.approx(committed["gate"]["threshold"], abs=tolerance)
+
+
+def test_the_quick_start_fits_the_same_gate_and_answers_and_refuses_as_its_page_says(quick_start, fitted):
+    assert quick_start.namespace["table"].equals(fitted.table)  # the same store, asked again: the same table
+    assert load_gate(quick_start.folder / "gate.json").threshold == fitted.gate.threshold
+    answered, refused = quick_start.printed.split("\n", 1)
+    action, passages, *message = answered.split()
+    assert action == "answer" and int(passages) > 0 and not message
+    assert refused.startswith("refuse 0 I searched the store's documents (2,282 passages") and "sourdough" in refused
 
 
 def test_a_gate_fitted_on_ragcal_own_index_or_another_scale_is_refused(fitted, small_chunks, embeddings, tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from doc_snippets import run_quick_start
 from llama_index.core import SummaryIndex, VectorStoreIndex
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
@@ -374,41 +375,52 @@ def test_importing_ragcal_and_the_integrations_package_loads_no_llamaindex():
 
 
 @pytest.mark.slow
-def test_on_the_fastapi_docs_the_adapter_reproduces_ragcals_own_index(all_chunks, embed_model, fastapi_index, tmp_path):
-    """Same vectors, same cosine: the adapter's dense_top1 and the gate's decisions are ragcal's own, per question.
+def test_the_quick_start_on_the_fastapi_docs_reproduces_ragcals_own_index(fastapi_index, tmp_path):
+    """The documentation's LlamaIndex quick start, run as written (docs/frameworks-overview.md), then checked.
 
+    Same vectors, same cosine: the adapter's dense_top1 and the gate's decisions are ragcal's own, per question.
     LlamaIndex's SimpleVectorStore computes cosine in float64 over the float32
     vectors, ragcal's faiss index the inner product in float32: the scores
     agree to float32 rounding (about 1e-7), not bit for bit.
     """
     from ragcal.scoring import score_table
 
+    namespace, printed = run_quick_start("llama_index", tmp_path)
+    index, store, table, config = (namespace[name] for name in ("index", "adapter", "table", "provenance"))
+    # What the page says it prints: the cookie question answered with its passages, the bread one refused.
+    answered, refused = printed.split("\n", 1)
+    assert int(answered) > 0
+    assert refused.startswith("0 I searched the store's documents (2,282 passages") and "sourdough" in refused
+
     queries = load_queries(FASTAPI_QUERIES, corpus_paths=fastapi_index.doc_paths)
-    index = VectorStoreIndex(nodes_from_chunks(all_chunks), embed_model=embed_model)
-    store = LlamaIndexStore(index, embed_model=embed_model)
-    table, config, retrieved = score_store(queries, store)
     own_retrieved = fastapi_index.retrieve(queries["query"])
     own_table = score_table(queries, own_retrieved)
 
-    # (a) dense_top1 question by question, and the same top passage
+    # (a) dense_top1 question by question
     assert list(table["id"]) == list(own_table["id"])
     np.testing.assert_allclose(table["dense_top1"], own_table["dense_top1"], rtol=0, atol=1e-6)
-    assert [result.chunk_ids[0] for result in retrieved["dense"]] == [
-        result.chunk_ids[0] for result in own_retrieved["dense"]
-    ]
 
-    # (b) the postprocessor, live on the index's retriever, decides as the same gate on ragcal's own results
+    # (b) the postprocessor, live on the index's retriever, decides as the same gate on ragcal's own results, from
+    # the same top passage
+    path = tmp_path / "gate.json"  # written by the quick start
     gate = fit_gate(table, "threshold", "keep@0.95", signal="dense_top1")
-    path = save_gate(tmp_path / "gate.json", gate, rule="keep@0.95", provenance=config)
+    assert read_gate_file(path)["gate"] == read_gate_file(save_gate(tmp_path / "again.json", gate))["gate"]
     postprocessor = GatePostprocessor(store=store, gate=path)
     retriever = index.as_retriever(similarity_top_k=postprocessor.depth)
     rows = []
     for position, question in enumerate(queries["query"]):
-        postprocessor.postprocess_nodes(retriever.retrieve(question), query_str=question)
+        nodes = retriever.retrieve(question)
+        postprocessor.postprocess_nodes(nodes, query_str=question)
         ours = gate.decide({name: results[position] for name, results in own_retrieved.items()}, query=question)
         theirs = postprocessor.last_decision
-        rows.append((theirs.action, ours.action, [c for c, _ in theirs.passages], [c for c, _ in ours.passages]))
-    compared = pd.DataFrame(rows, columns=["llamaindex", "ragcal", "llamaindex_passages", "ragcal_passages"])
+        rows.append((
+            nodes[0].node.node_id, own_retrieved["dense"][position].chunk_ids[0], theirs.action, ours.action,
+            [c for c, _ in theirs.passages], [c for c, _ in ours.passages],
+        ))  # fmt: skip
+    compared = pd.DataFrame(
+        rows, columns=["llamaindex_top", "ragcal_top", "llamaindex", "ragcal", "llamaindex_passages", "ragcal_passages"]
+    )
+    assert (compared["llamaindex_top"] == compared["ragcal_top"]).all()
     assert (compared["llamaindex"] == compared["ragcal"]).all(), compared[compared["llamaindex"] != compared["ragcal"]]
     assert (compared["llamaindex_passages"] == compared["ragcal_passages"]).all()
     assert compared["llamaindex"].value_counts().get("refuse", 0) > 0
@@ -416,5 +428,6 @@ def test_on_the_fastapi_docs_the_adapter_reproduces_ragcals_own_index(all_chunks
     # (c) a gate fitted on ragcal's own index is refused in front of the store, naming both scales
     own_gate = fit_gate(own_table, "threshold", "keep@0.95", signal="dense_top1")
     own_path = save_gate(tmp_path / "own.json", own_gate, rule="keep@0.95", provenance=fastapi_index.config)
+    assert config["model_fingerprint"] == fastapi_index.config["model_fingerprint"]
     with pytest.raises(GateFileError, match=r"fitted on ragcal's own index .* returns llamaindex SimpleVectorStore"):
         GatePostprocessor(store=store, gate=own_path)
