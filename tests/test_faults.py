@@ -17,6 +17,7 @@ import pytest
 from conftest import write
 from labeled_queries import QUERIES
 
+from ragcal.cli import main
 from ragcal.datasets import FASTAPI_CORPUS
 from ragcal.embedding import EmbeddingCache
 from ragcal.embedding.cache import CACHE_COMMIT_EVERY
@@ -53,6 +54,12 @@ def finish(process, timeout=600):
     return out, err
 
 
+def in_this_process(command) -> None:
+    """A reference run of ``command`` (a :func:`score_command`) in this process: the same ``main``, the same bits,
+    without a second interpreter importing torch (the runs under test are the separate processes)."""
+    assert main(command[3:]) == 0
+
+
 def cache_entries(cache_dir: Path) -> int:
     path = cache_dir / "embeddings.sqlite"
     if not path.exists():
@@ -86,7 +93,7 @@ def test_two_processes_on_one_cold_cache(fastapi_slice, tmp_path):
     finish(first)
     finish(second)
     single = tmp_path / "single_cache"
-    finish(start(score_command(queries, fastapi_slice, tmp_path / "single.csv", single)))
+    in_this_process(score_command(queries, fastapi_slice, tmp_path / "single.csv", single))
     expected = (tmp_path / "single.csv").read_bytes()
     assert (tmp_path / "a.csv").read_bytes() == expected
     assert (tmp_path / "b.csv").read_bytes() == expected
@@ -135,5 +142,5 @@ def test_a_run_killed_while_embedding_loses_nothing(tmp_path):
 
     # 4. What the resumed run wrote is what a clean run (no cache at all) writes.
     clean = tmp_path / "clean.csv"
-    finish(start(score_command(queries, DEPLOYMENT, clean, tmp_path / "unused", "--no-cache")))
+    in_this_process(score_command(queries, DEPLOYMENT, clean, tmp_path / "unused", "--no-cache"))
     assert clean.read_bytes() == resumed
