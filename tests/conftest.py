@@ -119,6 +119,16 @@ def pytest_sessionstart(session):
     # cores from each other: two 2-thread MiniLM runs at once took 50 s each here, against 15 s alone, and 21 s
     # each with passive waiting. The waiting policy changes no bits; alone, this build is faster spinning.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # And each worker (with what it starts) gets its share of the cores for torch, MKL and OpenBLAS: one thread on
+    # this 2-core machine. OpenBLAS's idle threads spin on sched_yield after every product, and two workers' pools
+    # of two threads each only took the cores from each other. The bits do not depend on the thread count
+    # (ragcal.study.parallel runs the study's corpora on one thread each and writes the same files).
+    from ragcal.study.parallel import default_jobs
+
+    workers = session.config.option.numprocesses
+    threads = str(max(1, default_jobs() // workers) if isinstance(workers, int) else 1)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, threads)
 
 
 @pytest.fixture(scope="session")
