@@ -32,8 +32,15 @@ def default_jobs() -> int:
 
 
 def _limit_threads(threads: int) -> None:
-    """In each worker: ``threads`` threads for torch and for every BLAS / OpenMP pool."""
+    """In each worker: ``threads`` threads for torch and for every BLAS / OpenMP pool, its own and its children's.
+
+    The environment carries the limit to the processes a worker starts (a notebook's kernel): with their default
+    pools, two kernels at once on two cores took the cores from each other (OpenBLAS's idle threads spin).
+    """
     from threadpoolctl import threadpool_limits
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
 
     global _LIMITS
     _LIMITS = threadpool_limits(limits=threads)  # kept for the worker's life
