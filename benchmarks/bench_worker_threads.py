@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 from ragcal.numerics import PINNED_ENVIRONMENT
+from ragcal.study.parallel import THREAD_VARIABLES as VARIABLES
 from ragcal.study.parallel import default_jobs
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TESTS = ("tests/embedding", "tests/judges", "tests/retrieval/test_rerank.py", "tests/study/test_kernels.py")
-VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def run(tests, threads: int | None) -> tuple[float, float]:

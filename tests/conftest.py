@@ -123,11 +123,11 @@ def pytest_sessionstart(session):
     # this 2-core machine. OpenBLAS's idle threads spin on sched_yield after every product, and two workers' pools
     # of two threads each only took the cores from each other. The bits do not depend on the thread count
     # (ragcal.study.parallel runs the study's corpora on one thread each and writes the same files).
-    from ragcal.study.parallel import default_jobs
+    from ragcal.study.parallel import THREAD_VARIABLES, default_jobs
 
     workers = session.config.option.numprocesses
     threads = str(max(1, default_jobs() // workers) if isinstance(workers, int) else 1)
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for name in THREAD_VARIABLES:
         os.environ.setdefault(name, threads)
 
 

@@ -20,7 +20,10 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-__all__ = ["default_jobs", "run_in_processes"]
+__all__ = ["THREAD_VARIABLES", "default_jobs", "run_in_processes"]
+
+#: The environment variables that size torch's, MKL's and OpenBLAS's thread pools in a process started afterwards.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def default_jobs() -> int:
@@ -39,7 +42,7 @@ def _limit_threads(threads: int) -> None:
     """
     from threadpoolctl import threadpool_limits
 
-    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
 
     global _LIMITS
